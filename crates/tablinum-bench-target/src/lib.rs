@@ -1,0 +1,61 @@
+//! The one trait every benchmarked store implements.
+//!
+//! A target is opened once per run from a [`TargetConfig`] and then shared by
+//! all workers (`&self`, `Send + Sync`). Targets must apply the same cache
+//! budget and the same fsync policy so that runs are comparable.
+
+use std::path::PathBuf;
+
+/// What every target is opened with: the same budget for all.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    /// Directory the target owns for this run (created if missing).
+    pub dir: PathBuf,
+    /// `true`: fsync before acknowledging each write (`sync`); `false`: `nosync`.
+    pub sync: bool,
+    /// Block/row cache budget in bytes, the same for every target.
+    pub cache_bytes: u64,
+}
+
+/// An error from a target operation, carried as text from the engine's own error.
+#[derive(Debug)]
+pub struct TargetError(pub String);
+
+impl TargetError {
+    /// A target error carrying `e`'s message (`TargetError::new(engine_error)`).
+    pub fn new(e: impl std::fmt::Display) -> TargetError {
+        TargetError(e.to_string())
+    }
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+/// A store under test.
+pub trait Target: Send + Sync {
+    /// Short stable name (`tablinum`, `rocksdb`, `rocksdb-blob`, `fjall`, `fjall-kv`).
+    fn name(&self) -> &'static str;
+    /// Reads a value; `Ok(None)` when the key is absent.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TargetError>;
+    /// Reads only whether the key exists and its metadata (no value read where the
+    /// engine can avoid it). Returns the value length when present.
+    fn head(&self, key: &[u8]) -> Result<Option<u64>, TargetError>;
+    /// Writes a value, durable per the configured fsync policy when it returns.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), TargetError>;
+    /// Deletes a key (absent keys are not an error).
+    fn delete(&self, key: &[u8]) -> Result<(), TargetError>;
+    /// Forward scan of at most `limit` objects (keys and values) from `start`;
+    /// returns the number of rows read.
+    fn scan(&self, start: &[u8], limit: usize) -> Result<usize, TargetError>;
+    /// Bytes the target occupies on disk now (for reports), if cheap to know.
+    fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// Flushes and closes; called once at the end of a run.
+    fn close(&self) -> Result<(), TargetError>;
+}

@@ -1,0 +1,351 @@
+//! Result files: basho_bench-compatible CSVs and `summary.json`.
+//!
+//! Owns the exact bytes of `summary.csv`, `<op>_latencies.csv` and `errors.csv`
+//! (as `basho_bench_stats_writer_csv.erl` writes them, so `priv/summary.r`,
+//! `compare.r` and the gnuplot scripts still read them), the `summary.json`
+//! schema ([`RunSummary`]) and reading both back for comparisons. It must never
+//! measure anything or draw charts.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::BenchError;
+use crate::stats::{Interval, OpInterval, Percentiles};
+use crate::workload::{Op, Workload};
+
+/// Header of `summary.csv` (basho_bench).
+pub const SUMMARY_CSV_HEADER: &str = "elapsed, window, total, successful, failed";
+/// Header of `<op>_latencies.csv` (basho_bench), latencies in µs.
+pub const LATENCIES_CSV_HEADER: &str =
+    "elapsed, window, n, min, mean, median, 95th, 99th, 99_9th, max, errors";
+/// Header of `errors.csv` (basho_bench).
+pub const ERRORS_CSV_HEADER: &str = "\"error\",\"count\"";
+/// File name of the JSON summary.
+pub const SUMMARY_JSON: &str = "summary.json";
+/// File name of the throughput CSV.
+pub const SUMMARY_CSV: &str = "summary.csv";
+/// File name of the chart.
+pub const SUMMARY_PNG: &str = "summary.png";
+/// File name of the error counts.
+pub const ERRORS_CSV: &str = "errors.csv";
+
+/// File name of `op`'s latency CSV.
+pub fn latencies_csv_name(op: Op) -> String {
+    format!("{}_latencies.csv", op.name())
+}
+
+/// Seconds as Erlang's `~w` prints a float: shortest round-trip, always with a
+/// fractional part (`10.0`, `10.000123`). Rounded to the microsecond.
+pub fn erlang_float(seconds: f64) -> String {
+    let us = (seconds * 1e6).round() / 1e6;
+    format!("{us:?}")
+}
+
+/// One `summary.csv` line (without newline).
+pub fn summary_csv_line(i: &Interval) -> String {
+    format!(
+        "{}, {}, {}, {}, {}",
+        erlang_float(i.elapsed_s),
+        erlang_float(i.window_s),
+        i.successful + i.failed,
+        i.successful,
+        i.failed
+    )
+}
+
+/// One `<op>_latencies.csv` line (without newline). Like basho_bench, a window
+/// with no successful op writes zeros and the error count.
+pub fn latencies_csv_line(elapsed_s: f64, window_s: f64, o: &OpInterval) -> String {
+    let (e, w) = (erlang_float(elapsed_s), erlang_float(window_s));
+    if o.successful == 0 {
+        return format!("{e}, {w}, 0, 0, 0, 0, 0, 0, 0, 0, {}", o.failed);
+    }
+    let p = &o.latency_us;
+    format!(
+        "{e}, {w}, {}, {}, {:.1}, {}, {}, {}, {}, {}, {}",
+        o.successful, p.min, p.mean, p.p50, p.p95, p.p99, p.p99_9, p.max, o.failed
+    )
+}
+
+/// Streams interval rows to the CSV files as a run goes (flushed every row, so
+/// a run that dies still leaves its rows).
+pub struct CsvWriter {
+    summary: (PathBuf, BufWriter<File>),
+    ops: Vec<(Op, PathBuf, BufWriter<File>)>,
+}
+
+fn create(path: PathBuf, header: &str) -> Result<(PathBuf, BufWriter<File>), BenchError> {
+    let file = File::create(&path).map_err(|e| BenchError::io(&path, "create", e))?;
+    let mut w = BufWriter::new(file);
+    writeln!(w, "{header}").map_err(|e| BenchError::io(&path, "write", e))?;
+    Ok((path, w))
+}
+
+impl CsvWriter {
+    /// Creates `summary.csv` and one latency CSV per op in `dir`, headers written.
+    pub fn create(dir: &Path, ops: &[Op]) -> Result<CsvWriter, BenchError> {
+        let summary = create(dir.join(SUMMARY_CSV), SUMMARY_CSV_HEADER)?;
+        let ops = ops
+            .iter()
+            .map(|&op| {
+                let (p, w) = create(dir.join(latencies_csv_name(op)), LATENCIES_CSV_HEADER)?;
+                Ok((op, p, w))
+            })
+            .collect::<Result<Vec<_>, BenchError>>()?;
+        Ok(CsvWriter { summary, ops })
+    }
+
+    /// Appends one interval to every file.
+    pub fn write(&mut self, i: &Interval) -> Result<(), BenchError> {
+        let (path, w) = &mut self.summary;
+        writeln!(w, "{}", summary_csv_line(i))
+            .and_then(|_| w.flush())
+            .map_err(|e| BenchError::io(&*path, "write", e))?;
+        for (op, path, w) in &mut self.ops {
+            if let Some(o) = i.op(*op) {
+                writeln!(w, "{}", latencies_csv_line(i.elapsed_s, i.window_s, o))
+                    .and_then(|_| w.flush())
+                    .map_err(|e| BenchError::io(&*path, "write", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `errors.csv` (`"error","count"`, one row per op and message).
+pub fn write_errors_csv(
+    dir: &Path,
+    errors: &BTreeMap<(Op, String), u64>,
+) -> Result<(), BenchError> {
+    let (path, mut w) = create(dir.join(ERRORS_CSV), ERRORS_CSV_HEADER)?;
+    for ((op, message), count) in errors {
+        let text = format!("{}: {}", op.name(), message).replace('"', "'");
+        writeln!(w, "\"{text}\",\"{count}\"").map_err(|e| BenchError::io(&path, "write", e))?;
+    }
+    w.flush().map_err(|e| BenchError::io(&path, "write", e))
+}
+
+/// One op's whole-run numbers in `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpSummary {
+    /// Ops issued (successful + failed).
+    pub total: u64,
+    /// Ops that succeeded (including `not_found`).
+    pub successful: u64,
+    /// Ops the target failed.
+    pub failed: u64,
+    /// Gets/heads of absent keys (counted in `successful`).
+    pub not_found: u64,
+    /// `successful / elapsed_s`.
+    pub ops_per_sec: f64,
+    /// Whole-run latency from merged HDR histograms, µs. In `rate` mode this is
+    /// response time, measured from each op's intended start.
+    pub latency_us: Percentiles,
+    /// Whole-run service time (from the actual start), µs; `rate` mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time_us: Option<Percentiles>,
+}
+
+/// The preload phase, when there was one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreloadSummary {
+    /// Keys written.
+    pub keys: u64,
+    /// Seconds it took.
+    pub elapsed_s: f64,
+}
+
+/// `summary.json`: everything about one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The workload, as run (with the seed filled in).
+    pub workload: Workload,
+    /// Target name (`Target::name`).
+    pub target: String,
+    /// RNG seed (worker `w` used `seed + w`).
+    pub seed: u64,
+    /// Start of measurement, RFC 3339 UTC.
+    pub started_at: String,
+    /// Measured seconds (preload excluded).
+    pub elapsed_s: f64,
+    /// Report intervals written.
+    pub intervals: usize,
+    /// The preload phase, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload: Option<PreloadSummary>,
+    /// Per op, by name, enabled ops only.
+    pub ops: BTreeMap<String, OpSummary>,
+    /// Ops issued, all kinds.
+    pub total: u64,
+    /// Successful ops, all kinds.
+    pub successful: u64,
+    /// Failed ops, all kinds.
+    pub failed: u64,
+    /// Not-found gets/heads, all kinds.
+    pub not_found: u64,
+    /// Successful ops per second over the whole run.
+    pub ops_per_sec: f64,
+    /// Successful ops per second over the last report intervals that cover at
+    /// least 10% of the run (and at least one interval): the tail, where a store
+    /// that slows down as data grows shows it.
+    pub last_window_ops_per_sec: f64,
+    /// Length of that last window, seconds.
+    pub last_window_s: f64,
+    /// Bytes the target occupied on disk at the end, when it reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Why `summary.png` could not be drawn, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_error: Option<String>,
+}
+
+impl RunSummary {
+    /// Reads `summary.json` from a run directory.
+    pub fn load(dir: &Path) -> Result<RunSummary, BenchError> {
+        let path = dir.join(SUMMARY_JSON);
+        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::io(&path, "read", e))?;
+        serde_json::from_str(&text).map_err(|e| BenchError::Json {
+            file: path,
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes `summary.json` into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<(), BenchError> {
+        let path = dir.join(SUMMARY_JSON);
+        let text = serde_json::to_string_pretty(self).map_err(|e| BenchError::Json {
+            file: path.clone(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&path, text + "\n").map_err(|e| BenchError::io(&path, "write", e))
+    }
+}
+
+/// One row of `summary.csv`, read back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SummaryRow {
+    /// Seconds since start.
+    pub elapsed_s: f64,
+    /// Interval length, seconds.
+    pub window_s: f64,
+    /// Successful ops in the interval.
+    pub successful: u64,
+    /// Failed ops in the interval.
+    pub failed: u64,
+}
+
+/// Reads a `summary.csv` (ours or basho_bench's).
+pub fn read_summary_csv(path: &Path) -> Result<Vec<SummaryRow>, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, "read", e))?;
+    let bad = |line: usize, what: &str| BenchError::CompareInput {
+        dir: path.to_path_buf(),
+        reason: format!("line {line}: {what}"),
+    };
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h)) if h.trim() == SUMMARY_CSV_HEADER => {}
+        _ => return Err(bad(1, &format!("expected header `{SUMMARY_CSV_HEADER}`"))),
+    }
+    let mut rows = Vec::new();
+    for (n, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != 5 {
+            return Err(bad(n + 1, "expected 5 fields"));
+        }
+        let float = |s: &str| s.parse::<f64>().map_err(|_| bad(n + 1, "bad number"));
+        let int = |s: &str| s.parse::<u64>().map_err(|_| bad(n + 1, "bad count"));
+        rows.push(SummaryRow {
+            elapsed_s: float(f[0])?,
+            window_s: float(f[1])?,
+            successful: int(f[3])?,
+            failed: int(f[4])?,
+        });
+    }
+    Ok(rows)
+}
+
+/// `t` as RFC 3339 UTC with second precision (`2026-05-01T12:00:00Z`).
+pub fn rfc3339_utc(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_lines_match_basho_bench_formatting() {
+        assert_eq!(erlang_float(10.0), "10.0");
+        assert_eq!(erlang_float(10.0001234), "10.000123");
+        let o = OpInterval {
+            op: Op::Get,
+            successful: 3,
+            not_found: 1,
+            failed: 2,
+            latency_us: Percentiles {
+                min: 5,
+                mean: 12.345,
+                p50: 10,
+                p95: 20,
+                p99: 21,
+                p99_9: 22,
+                max: 23,
+            },
+        };
+        assert_eq!(
+            latencies_csv_line(10.0, 10.0, &o),
+            "10.0, 10.0, 3, 5, 12.3, 10, 20, 21, 22, 23, 2"
+        );
+        let empty = OpInterval {
+            successful: 0,
+            ..o.clone()
+        };
+        assert_eq!(
+            latencies_csv_line(20.5, 10.5, &empty),
+            "20.5, 10.5, 0, 0, 0, 0, 0, 0, 0, 0, 2"
+        );
+        let i = Interval {
+            elapsed_s: 1.5,
+            window_s: 1.5,
+            successful: 7,
+            failed: 1,
+            ops: vec![o],
+        };
+        assert_eq!(summary_csv_line(&i), "1.5, 1.5, 8, 7, 1");
+    }
+
+    #[test]
+    fn rfc3339_of_known_instants() {
+        let t = |s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(rfc3339_utc(t(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(t(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(t(1_767_225_599)), "2025-12-31T23:59:59Z");
+    }
+}

@@ -1,0 +1,87 @@
+//! The `tablinum` target: the engine, `tablinum_engine::Store`, opened with the
+//! run's fsync policy and cache budget.
+//!
+//! Owns only the mapping from [`TargetConfig`] to engine [`Options`] and from
+//! engine errors to [`TargetError`]. It must never tune the engine beyond what
+//! every target gets (durability and cache bytes), so comparisons stay fair.
+
+use std::ops::Bound;
+
+use tablinum_engine::{Durability, Options, Store};
+
+use crate::target::{Target, TargetConfig, TargetError};
+
+/// The engine behind the harness's target trait.
+pub struct TablinumTarget {
+    store: Store,
+}
+
+fn err(e: tablinum_engine::Error) -> TargetError {
+    TargetError(e.to_string())
+}
+
+impl TablinumTarget {
+    /// The name `--target` uses.
+    pub const NAME: &'static str = "tablinum";
+
+    /// Opens (or creates) a store in `cfg.dir`.
+    pub fn open(cfg: &TargetConfig) -> Result<TablinumTarget, TargetError> {
+        std::fs::create_dir_all(&cfg.dir)
+            .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
+        let opts = Options {
+            durability: if cfg.sync {
+                Durability::Sync
+            } else {
+                Durability::NoSync
+            },
+            block_cache_bytes: cfg.cache_bytes,
+            ..Options::default()
+        };
+        Ok(TablinumTarget {
+            store: Store::open(&cfg.dir, opts).map_err(err)?,
+        })
+    }
+}
+
+impl Target for TablinumTarget {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TargetError> {
+        self.store.get(key).map_err(err)
+    }
+
+    fn head(&self, key: &[u8]) -> Result<Option<u64>, TargetError> {
+        Ok(self.store.head(key).map_err(err)?.map(|h| h.value_len))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), TargetError> {
+        self.store.put(key, value).map(|_| ()).map_err(err)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<(), TargetError> {
+        self.store.delete(key).map(|_| ()).map_err(err)
+    }
+
+    fn scan(&self, start: &[u8], limit: usize) -> Result<usize, TargetError> {
+        let iter = self
+            .store
+            .scan_objects((Bound::Included(start), Bound::Unbounded))
+            .map_err(err)?;
+        let mut rows = 0;
+        for item in iter.take(limit) {
+            std::hint::black_box(item.map_err(err)?);
+            rows += 1;
+        }
+        Ok(rows)
+    }
+
+    fn disk_bytes(&self) -> Option<u64> {
+        Some(self.store.disk_bytes())
+    }
+
+    fn close(&self) -> Result<(), TargetError> {
+        self.store.close().map_err(err)
+    }
+}

@@ -1,0 +1,136 @@
+//! Typed errors for every engine operation.
+//!
+//! Owns the one error enum the engine returns. Variants are structured so a
+//! caller (and, later, the gRPC edge) can tell *what* was wrong: a corrupt
+//! byte names its file and offset, a bad argument names the argument and the
+//! limit it broke. Never carries `anyhow` or formatted strings where a field
+//! would do.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong inside the engine.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error while doing `op` on `path`.
+    Io {
+        /// What the engine was doing (`"open"`, `"pread"`, `"fsync"`, ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Bytes on disk failed a check: a checksum, a magic number, a length or
+    /// a structural rule. `offset` is the byte offset within `file` where the
+    /// bad structure starts.
+    Corruption {
+        /// The file holding the bad bytes.
+        file: PathBuf,
+        /// Byte offset of the bad structure within `file`.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// A caller passed something the engine refuses; nothing was changed.
+    InvalidArgument {
+        /// Which argument (`"key"`, `"value"`, `"options.memtable_bytes_max"`, ...).
+        what: &'static str,
+        /// Why it was refused, naming the limit and its unit.
+        reason: String,
+    },
+    /// The store was closed (explicitly or after a fatal background error).
+    Closed,
+    /// A background task failed; the store refuses writes until reopened.
+    Background(String),
+    /// The on-disk format version is not one this build can read.
+    UnsupportedVersion {
+        /// The file carrying the version.
+        file: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The version this build writes.
+        supported: u32,
+    },
+    /// Another process holds the store's lock file.
+    Locked(PathBuf),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// True when the error reports damaged bytes on disk.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "corruption in {} at offset {offset}: {reason}",
+                file.display()
+            ),
+            Error::InvalidArgument { what, reason } => write!(f, "invalid {what}: {reason}"),
+            Error::Closed => f.write_str("store is closed"),
+            Error::Background(msg) => write!(f, "background task failed: {msg}"),
+            Error::UnsupportedVersion {
+                file,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} has format version {found}; this build reads version {supported}",
+                file.display()
+            ),
+            Error::Locked(path) => {
+                write!(f, "store {} is locked by another process", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Journal segment files: a checksummed header followed by records.
+//!
+//! Owns creating, appending to, reading records from and scanning segment
+//! files, and the torn-tail rule: in the newest segment a bad record with no
+//! valid record anywhere after it is a torn write and is cut off; a bad
+//! record followed by a valid one is corruption and an error. Knows nothing
+//! of the ledger, of liveness or of which segments exist (the manifest does).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::codec::{crc, Put, Reader};
+use crate::error::{Error, Result};
+use crate::journal::record::{self, Record, HEADER_BYTES};
+
+/// Bytes of the segment header.
+pub const SEGMENT_HEADER_BYTES: u64 = 28;
+const MAGIC: &[u8; 8] = b"TBLJRNL\0";
+/// Format version of journal segments.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// Why a segment was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// Written by user writes, in sequence order (`.jnl`).
+    Write,
+    /// Written by journal compaction: relocated live records (`.gcj`).
+    Compacted,
+}
+
+impl SegmentKind {
+    /// File extension of this kind.
+    pub fn ext(self) -> &'static str {
+        match self {
+            SegmentKind::Write => "jnl",
+            SegmentKind::Compacted => "gcj",
+        }
+    }
+    fn byte(self) -> u8 {
+        match self {
+            SegmentKind::Write => 0,
+            SegmentKind::Compacted => 1,
+        }
+    }
+}
+
+/// Path of segment `id` of `kind` under the journal directory.
+pub fn segment_path(dir: &Path, id: u64, kind: SegmentKind) -> PathBuf {
+    dir.join(format!("{id:016}.{}", kind.ext()))
+}
+
+fn header_bytes(id: u64, kind: SegmentKind) -> Vec<u8> {
+    let mut h = Vec::with_capacity(SEGMENT_HEADER_BYTES as usize);
+    h.extend_from_slice(MAGIC);
+    h.put_u32(JOURNAL_VERSION);
+    h.put_u8(kind.byte());
+    h.extend_from_slice(&[0, 0, 0]);
+    h.put_u64(id);
+    let c = crc(&h);
+    h.put_u32(c);
+    h
+}
+
+/// Checks a segment header read from `path`.
+pub fn check_header(buf: &[u8], path: &Path, id: u64, kind: SegmentKind) -> Result<()> {
+    let bad = |why: &str| Error::corrupt(path, 0, format!("segment header: {why}"));
+    if buf.len() < SEGMENT_HEADER_BYTES as usize {
+        return Err(bad("file shorter than header"));
+    }
+    let mut r = Reader::new(buf);
+    if r.bytes(8) != Some(&MAGIC[..]) {
+        return Err(bad("bad magic"));
+    }
+    let version = r.u32().ok_or_else(|| bad("short"))?;
+    let kb = r.u8().ok_or_else(|| bad("short"))?;
+    let _pad = r.bytes(3);
+    let hid = r.u64().ok_or_else(|| bad("short"))?;
+    let hc = r.u32().ok_or_else(|| bad("short"))?;
+    if crc(&buf[..24]) != hc {
+        return Err(bad("checksum mismatch"));
+    }
+    if version != JOURNAL_VERSION {
+        return Err(Error::UnsupportedVersion {
+            file: path.to_path_buf(),
+            found: version,
+            supported: JOURNAL_VERSION,
+        });
+    }
+    if kb != kind.byte() || hid != id {
+        return Err(bad("id or kind does not match file name"));
+    }
+    Ok(())
+}
+
+/// An open segment being appended to. Writes go straight to the OS (no
+/// user-space buffer) so a positional read of any acknowledged record works.
+#[derive(Debug)]
+pub struct SegmentWriter {
+    /// Segment id.
+    pub id: u64,
+    /// Kind of the segment.
+    pub kind: SegmentKind,
+    /// Path of the file.
+    pub path: PathBuf,
+    file: File,
+    /// Bytes in the file so far (header included).
+    pub len: u64,
+}
+
+impl SegmentWriter {
+    /// Creates a new segment file with its header (not yet fsynced).
+    pub fn create(dir: &Path, id: u64, kind: SegmentKind) -> Result<Self> {
+        let path = segment_path(dir, id, kind);
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .read(true)
+            .open(&path)
+            .map_err(|e| Error::io("create segment", &path, e))?;
+        file.write_all(&header_bytes(id, kind))
+            .map_err(|e| Error::io("write segment header", &path, e))?;
+        Ok(SegmentWriter {
+            id,
+            kind,
+            path,
+            file,
+            len: SEGMENT_HEADER_BYTES,
+        })
+    }
+
+    /// Appends encoded records; returns the offset they start at.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        let at = self.len;
+        self.file
+            .write_all(bytes)
+            .map_err(|e| Error::io("append journal", &self.path, e))?;
+        self.len += bytes.len() as u64;
+        Ok(at)
+    }
+
+    /// fdatasync of the file.
+    pub fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fsync journal", &self.path, e))
+    }
+
+    /// A second handle on the file (for group-commit fsync outside the lock).
+    pub fn try_clone_file(&self) -> Result<File> {
+        self.file
+            .try_clone()
+            .map_err(|e| Error::io("dup journal handle", &self.path, e))
+    }
+}
+
+/// Reads and checks one record at `offset` of length `len` through `file`.
+pub fn read_record(file: &File, path: &Path, offset: u64, len: u32) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corrupt(path, offset, "record extends past end of segment")
+        } else {
+            Error::io("pread journal", path, e)
+        }
+    })?;
+    record::decode(&buf).map_err(|why| Error::corrupt(path, offset, why))?;
+    Ok(buf)
+}
+
+/// How a sequential scan of a segment ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// Every byte was a valid record.
+    Clean,
+    /// A torn tail starts at this offset (only reported when allowed).
+    Torn(u64),
+}
+
+/// Sequentially scans every record of a segment, calling `f(offset, len, record)`.
+/// With `allow_torn_tail`, a bad record with nothing valid after it ends the
+/// scan as [`ScanEnd::Torn`]; otherwise any bad byte is a corruption error.
+pub fn scan<F>(
+    path: &Path,
+    id: u64,
+    kind: SegmentKind,
+    allow_torn_tail: bool,
+    mut f: F,
+) -> Result<ScanEnd>
+where
+    F: FnMut(u64, u32, &Record<'_>) -> Result<()>,
+{
+    let file = File::open(path).map_err(|e| Error::io("open segment", path, e))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io("stat segment", path, e))?
+        .len();
+    let mut rd = BufReader::with_capacity(1 << 20, &file);
+    let mut head = [0u8; SEGMENT_HEADER_BYTES as usize];
+    if file_len < SEGMENT_HEADER_BYTES {
+        if allow_torn_tail {
+            return Ok(ScanEnd::Torn(0));
+        }
+        return Err(Error::corrupt(path, 0, "segment shorter than its header"));
+    }
+    rd.read_exact(&mut head)
+        .map_err(|e| Error::io("read segment", path, e))?;
+    check_header(&head, path, id, kind)?;
+    let mut off = SEGMENT_HEADER_BYTES;
+    let mut buf = Vec::new();
+    while off < file_len {
+        let bad = |why: &'static str, off: u64| -> Result<ScanEnd> {
+            if allow_torn_tail && !valid_record_after(&file, off + 1, file_len)? {
+                Ok(ScanEnd::Torn(off))
+            } else {
+                Err(Error::corrupt(path, off, why))
+            }
+        };
+        if file_len - off < HEADER_BYTES as u64 {
+            return bad("partial record header at end of segment", off);
+        }
+        buf.resize(HEADER_BYTES, 0);
+        rd.read_exact(&mut buf)
+            .map_err(|e| Error::io("read segment", path, e))?;
+        let Some(total) = record::peek_len(&buf) else {
+            return bad("implausible record length", off);
+        };
+        if off + total as u64 > file_len {
+            return bad("record extends past end of segment", off);
+        }
+        buf.resize(total, 0);
+        rd.read_exact(&mut buf[HEADER_BYTES..])
+            .map_err(|e| Error::io("read segment", path, e))?;
+        match record::decode(&buf) {
+            Ok(rec) => f(off, total as u32, &rec)?,
+            Err(why) => return bad(why, off),
+        }
+        off += total as u64;
+    }
+    Ok(ScanEnd::Clean)
+}
+
+/// True if any offset in `from..len` starts a record that passes its checksum.
+fn valid_record_after(file: &File, from: u64, len: u64) -> Result<bool> {
+    if from >= len {
+        return Ok(false);
+    }
+    let mut rest = vec![0u8; (len - from) as usize];
+    file.read_exact_at(&mut rest, from)
+        .map_err(|e| Error::io("read segment tail", PathBuf::from("<segment>"), e))?;
+    for i in 0..rest.len() {
+        let tail = &rest[i..];
+        if !record::plausible_header(tail) {
+            continue;
+        }
+        if let Some(total) = record::peek_len(tail) {
+            if total <= tail.len() && record::decode(&tail[..total]).is_ok() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Cuts a torn tail off the segment at `offset` and fsyncs it.
+pub fn truncate(path: &Path, offset: u64) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("open segment for truncate", path, e))?;
+    f.set_len(offset)
+        .map_err(|e| Error::io("truncate segment", path, e))?;
+    f.sync_all()
+        .map_err(|e| Error::io("fsync segment", path, e))
+}

@@ -1,0 +1,274 @@
+//! The manifest: the one file that says which journal segments and ledger
+//! tables make up the store, and up to which sequence number the ledger
+//! tables hold every write.
+//!
+//! Owns its byte layout (`docs/format.md`, "Manifest") and the atomic switch
+//! (write `MANIFEST.tmp`, fsync, rename over `MANIFEST`, fsync the
+//! directory). A file not named here is garbage at open. Never decides what
+//! goes in it: the store builds the state, this module persists it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::codec::{crc, Put, Reader};
+use crate::error::{Error, Result};
+use crate::journal::segment::SegmentKind;
+use crate::ledger::compaction::LEVELS;
+use crate::ledger::sst::SstMeta;
+
+/// Format version of the manifest.
+pub const MANIFEST_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"TBLMANIF";
+/// File name of the manifest in the store directory.
+pub const MANIFEST_FILE: &str = "MANIFEST";
+/// Largest manifest accepted (guards allocation on hostile input).
+pub const MANIFEST_BYTES_MAX: u64 = 256 << 20;
+
+/// One journal segment as the manifest knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// Segment id.
+    pub id: u64,
+    /// Write or compacted.
+    pub kind: SegmentKind,
+    /// Smallest sequence number in it (`u64::MAX` when empty).
+    pub min_seq: u64,
+    /// Largest sequence number in it; `u64::MAX` while it is the active segment.
+    pub max_seq: u64,
+    /// Size in bytes when sealed (0 while active).
+    pub size: u64,
+    /// Bytes of records known to be dead (superseded or deleted).
+    pub dead_bytes: u64,
+}
+
+/// Everything the manifest records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ManifestState {
+    /// Next file id to hand out (segments and tables share the space).
+    pub next_file_id: u64,
+    /// Every write with a sequence number <= this is in the ledger tables.
+    pub persisted_seq: u64,
+    /// Tables per level (L0 newest first; deeper levels in key order).
+    pub levels: Vec<Vec<SstMeta>>,
+    /// Journal segments in id order.
+    pub segments: Vec<SegmentMeta>,
+}
+
+fn put_bytes16(b: &mut Vec<u8>, v: &[u8]) {
+    b.put_u16(v.len() as u16);
+    b.extend_from_slice(v);
+}
+
+impl ManifestState {
+    /// Encodes the whole file.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.put_u64(self.next_file_id);
+        body.put_u64(self.persisted_seq);
+        body.put_u8(self.levels.len() as u8);
+        for level in &self.levels {
+            body.put_u32(level.len() as u32);
+            for m in level {
+                body.put_u64(m.id);
+                body.put_u64(m.size);
+                body.put_u64(m.entries);
+                body.put_u64(m.min_seq);
+                body.put_u64(m.max_seq);
+                put_bytes16(&mut body, &m.first_key);
+                put_bytes16(&mut body, &m.last_key);
+            }
+        }
+        body.put_u32(self.segments.len() as u32);
+        for s in &self.segments {
+            body.put_u64(s.id);
+            body.put_u8(match s.kind {
+                SegmentKind::Write => 0,
+                SegmentKind::Compacted => 1,
+            });
+            body.put_u64(s.min_seq);
+            body.put_u64(s.max_seq);
+            body.put_u64(s.size);
+            body.put_u64(s.dead_bytes);
+        }
+        let mut out = Vec::with_capacity(body.len() + 20);
+        out.extend_from_slice(MAGIC);
+        out.put_u32(MANIFEST_VERSION);
+        out.put_u32(body.len() as u32);
+        out.extend_from_slice(&body);
+        let c = crc(&out);
+        out.put_u32(c);
+        out
+    }
+
+    /// Decodes a manifest read from `path`.
+    pub fn decode(buf: &[u8], path: &Path) -> Result<ManifestState> {
+        let bad =
+            |off: usize, why: &str| Error::corrupt(path, off as u64, format!("manifest: {why}"));
+        if buf.len() < 20 {
+            return Err(bad(0, "too short"));
+        }
+        let (all, c) = buf.split_at(buf.len() - 4);
+        if crc(all) != u32::from_le_bytes([c[0], c[1], c[2], c[3]]) {
+            return Err(bad(buf.len() - 4, "checksum mismatch"));
+        }
+        let mut r = Reader::new(all);
+        if r.bytes(8) != Some(&MAGIC[..]) {
+            return Err(bad(0, "bad magic"));
+        }
+        let version = r.u32().ok_or_else(|| bad(8, "short"))?;
+        if version != MANIFEST_VERSION {
+            return Err(Error::UnsupportedVersion {
+                file: path.to_path_buf(),
+                found: version,
+                supported: MANIFEST_VERSION,
+            });
+        }
+        let len = r.u32().ok_or_else(|| bad(12, "short"))? as usize;
+        if len != r.remaining() {
+            return Err(bad(12, "body length mismatch"));
+        }
+        let short = |r: &Reader<'_>| bad(16 + r.pos(), "truncated body");
+        let next_file_id = r.u64().ok_or_else(|| short(&r))?;
+        let persisted_seq = r.u64().ok_or_else(|| short(&r))?;
+        let nl = r.u8().ok_or_else(|| short(&r))? as usize;
+        if nl > LEVELS {
+            return Err(bad(16, "too many levels"));
+        }
+        let mut levels = Vec::with_capacity(nl);
+        for _ in 0..nl {
+            let n = r.u32().ok_or_else(|| short(&r))? as usize;
+            let mut files = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                let id = r.u64().ok_or_else(|| short(&r))?;
+                let size = r.u64().ok_or_else(|| short(&r))?;
+                let entries = r.u64().ok_or_else(|| short(&r))?;
+                let min_seq = r.u64().ok_or_else(|| short(&r))?;
+                let max_seq = r.u64().ok_or_else(|| short(&r))?;
+                let fl = r.u16().ok_or_else(|| short(&r))? as usize;
+                let first_key = r.bytes(fl).ok_or_else(|| short(&r))?.to_vec();
+                let ll = r.u16().ok_or_else(|| short(&r))? as usize;
+                let last_key = r.bytes(ll).ok_or_else(|| short(&r))?.to_vec();
+                files.push(SstMeta {
+                    id,
+                    size,
+                    entries,
+                    first_key,
+                    last_key,
+                    min_seq,
+                    max_seq,
+                });
+            }
+            levels.push(files);
+        }
+        let ns = r.u32().ok_or_else(|| short(&r))? as usize;
+        let mut segments = Vec::with_capacity(ns.min(1 << 16));
+        for _ in 0..ns {
+            let id = r.u64().ok_or_else(|| short(&r))?;
+            let kind = match r.u8().ok_or_else(|| short(&r))? {
+                0 => SegmentKind::Write,
+                1 => SegmentKind::Compacted,
+                _ => return Err(bad(16 + r.pos(), "unknown segment kind")),
+            };
+            segments.push(SegmentMeta {
+                id,
+                kind,
+                min_seq: r.u64().ok_or_else(|| short(&r))?,
+                max_seq: r.u64().ok_or_else(|| short(&r))?,
+                size: r.u64().ok_or_else(|| short(&r))?,
+                dead_bytes: r.u64().ok_or_else(|| short(&r))?,
+            });
+        }
+        if r.remaining() != 0 {
+            return Err(bad(16 + r.pos(), "trailing bytes"));
+        }
+        Ok(ManifestState {
+            next_file_id,
+            persisted_seq,
+            levels,
+            segments,
+        })
+    }
+}
+
+/// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
+pub fn load(dir: &Path) -> Result<Option<ManifestState>> {
+    let path = dir.join(MANIFEST_FILE);
+    let meta = match fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("stat manifest", &path, e)),
+    };
+    if meta.len() > MANIFEST_BYTES_MAX {
+        return Err(Error::corrupt(
+            &path,
+            0,
+            "manifest larger than MANIFEST_BYTES_MAX",
+        ));
+    }
+    let buf = fs::read(&path).map_err(|e| Error::io("read manifest", &path, e))?;
+    ManifestState::decode(&buf, &path).map(Some)
+}
+
+/// fsyncs a directory so renames and creations in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+/// Atomically replaces `dir/MANIFEST` with `state`.
+pub fn save(dir: &Path, state: &ManifestState) -> Result<()> {
+    let tmp: PathBuf = dir.join("MANIFEST.tmp");
+    let path = dir.join(MANIFEST_FILE);
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| Error::io("create manifest", &tmp, e))?;
+    f.write_all(&state.encode())
+        .map_err(|e| Error::io("write manifest", &tmp, e))?;
+    f.sync_all()
+        .map_err(|e| Error::io("fsync manifest", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io("rename manifest", &path, e))?;
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_flips_detected() {
+        let s = ManifestState {
+            next_file_id: 7,
+            persisted_seq: 99,
+            levels: vec![vec![SstMeta {
+                id: 3,
+                size: 10,
+                entries: 2,
+                first_key: b"a".to_vec(),
+                last_key: b"b".to_vec(),
+                min_seq: 1,
+                max_seq: 2,
+            }]],
+            segments: vec![SegmentMeta {
+                id: 1,
+                kind: SegmentKind::Write,
+                min_seq: 1,
+                max_seq: u64::MAX,
+                size: 0,
+                dead_bytes: 5,
+            }],
+        };
+        let b = s.encode();
+        let p = Path::new("MANIFEST");
+        assert_eq!(ManifestState::decode(&b, p).unwrap(), s);
+        for i in 0..b.len() {
+            let mut c = b.clone();
+            c[i] ^= 4;
+            assert!(ManifestState::decode(&c, p).is_err());
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Store settings: every limit the engine enforces, with its unit and default.
+//!
+//! Owns [`Options`] and its validation. Defaults are documented on each field
+//! and in `docs/format.md` / README; changing one is a behaviour change.
+//! Never reads the environment or files: callers build the struct.
+
+use crate::error::{Error, Result};
+
+/// When an acknowledged write is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync (fdatasync) the journal before acknowledging; concurrent writers
+    /// share one fsync (group commit).
+    Sync,
+    /// Write to the OS before acknowledging; fsync when a journal segment
+    /// rolls and on close. A machine crash may lose recent writes; a process
+    /// crash loses nothing that was acknowledged.
+    NoSync,
+}
+
+/// Hard limit on a key's length in bytes.
+pub const KEY_BYTES_MAX: usize = 4096;
+/// Hard limit on a value's length in bytes (64 MiB).
+pub const VALUE_BYTES_MAX: usize = 64 << 20;
+/// Hard limit on user metadata bytes per object.
+pub const METADATA_BYTES_MAX: usize = 16 << 10;
+/// Hard limit on secondary-index terms per object.
+pub const INDEX_TERMS_MAX: usize = 64;
+/// Hard limit on an index name's length in bytes.
+pub const INDEX_NAME_BYTES_MAX: usize = 64;
+/// Hard limit on an index term's length in bytes.
+pub const INDEX_TERM_BYTES_MAX: usize = 1024;
+/// Hard limit on operations in one atomic batch.
+pub const BATCH_OPS_MAX: usize = 100_000;
+
+/// Settings of one store. `Options::default()` is a sensible single-node
+/// configuration; every field names its unit.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Durability of acknowledged writes. Default `Sync`.
+    pub durability: Durability,
+    /// A journal segment rolls once it reaches this many bytes. Default 128 MiB.
+    pub journal_segment_bytes_max: u64,
+    /// Values shorter than this are kept inline in the ledger entry (and still
+    /// journaled); longer ones are read from the journal with one positional
+    /// read. Default 512 bytes (see README "Inline threshold").
+    pub inline_value_bytes_max: usize,
+    /// Compress journal values with lz4 when that saves at least 1/8 of the
+    /// bytes (a sample is tried first, so incompressible values cost little).
+    /// Default true.
+    pub value_compression: bool,
+    /// The active memtable is frozen and flushed once it holds this many
+    /// bytes. Default 32 MiB.
+    pub memtable_bytes_max: u64,
+    /// Writes stall while this many frozen memtables wait for flush. Default 4.
+    pub immutable_memtables_max: usize,
+    /// Decompressed ledger block cache budget. Default 64 MiB.
+    pub block_cache_bytes: u64,
+    /// Most file descriptors the store keeps open for reads. Default 512.
+    pub open_files_max: usize,
+    /// Target size of a ledger block before compression. Default 4 KiB.
+    pub block_bytes: usize,
+    /// Target size of a ledger table file. Default 16 MiB.
+    pub sst_target_bytes: u64,
+    /// L0 files that trigger an L0 -> L1 compaction. Default 4.
+    pub l0_compaction_trigger_files: usize,
+    /// L0 files at which writes stall. Default 16.
+    pub l0_stall_files: usize,
+    /// Byte budget of level 1; each deeper level is `level_size_multiplier`
+    /// times larger. Default 64 MiB.
+    pub level1_bytes_max: u64,
+    /// Growth factor between levels. Default 10.
+    pub level_size_multiplier: u64,
+    /// Writes stall while the estimated compaction debt exceeds this. Default 2 GiB.
+    pub compaction_debt_bytes_max: u64,
+    /// Bloom filter bits per key. Default 10 (~1 % false positives).
+    pub bloom_bits_per_key: u32,
+    /// Journal compaction window: it may start only at hours `h` (UTC) with
+    /// `start <= h < end` (wrapping past midnight when `start > end`).
+    /// Default `(0, 24)`: any hour. `None` disables scheduled runs
+    /// (on-demand runs still work).
+    pub journal_compaction_hours: Option<(u8, u8)>,
+    /// Scheduled journal compaction runs at most this often. Default 3600 s.
+    pub journal_compaction_interval_s: u64,
+    /// Most adjacent journal segments compacted in one run. Default 8.
+    pub journal_compaction_run_segments_max: usize,
+    /// A single segment is worth compacting when its live share is below this
+    /// percentage; the threshold rises linearly to
+    /// `journal_compaction_run_live_pct` for a run of the maximal length.
+    /// Defaults 30 and 70 (leveled's values).
+    pub journal_compaction_single_live_pct: u32,
+    /// See `journal_compaction_single_live_pct`.
+    pub journal_compaction_run_live_pct: u32,
+    /// Read-ahead of an object scan: values fetched per batch. Default 64.
+    pub scan_readahead_values: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Sync,
+            journal_segment_bytes_max: 128 << 20,
+            inline_value_bytes_max: 512,
+            value_compression: true,
+            memtable_bytes_max: 32 << 20,
+            immutable_memtables_max: 4,
+            block_cache_bytes: 64 << 20,
+            open_files_max: 512,
+            block_bytes: 4096,
+            sst_target_bytes: 16 << 20,
+            l0_compaction_trigger_files: 4,
+            l0_stall_files: 16,
+            level1_bytes_max: 64 << 20,
+            level_size_multiplier: 10,
+            compaction_debt_bytes_max: 2 << 30,
+            bloom_bits_per_key: 10,
+            journal_compaction_hours: Some((0, 24)),
+            journal_compaction_interval_s: 3600,
+            journal_compaction_run_segments_max: 8,
+            journal_compaction_single_live_pct: 30,
+            journal_compaction_run_live_pct: 70,
+            scan_readahead_values: 64,
+        }
+    }
+}
+
+impl Options {
+    /// Checks every setting; returns which one is out of range.
+    pub fn validate(&self) -> Result<()> {
+        fn range(what: &'static str, v: u64, lo: u64, hi: u64, unit: &str) -> Result<()> {
+            if v < lo || v > hi {
+                return Err(Error::invalid(
+                    what,
+                    format!("{v} {unit} is outside {lo}..={hi} {unit}"),
+                ));
+            }
+            Ok(())
+        }
+        range(
+            "options.journal_segment_bytes_max",
+            self.journal_segment_bytes_max,
+            64 << 10,
+            4 << 30,
+            "bytes",
+        )?;
+        range(
+            "options.inline_value_bytes_max",
+            self.inline_value_bytes_max as u64,
+            0,
+            64 << 10,
+            "bytes",
+        )?;
+        range(
+            "options.memtable_bytes_max",
+            self.memtable_bytes_max,
+            64 << 10,
+            4 << 30,
+            "bytes",
+        )?;
+        range(
+            "options.immutable_memtables_max",
+            self.immutable_memtables_max as u64,
+            1,
+            64,
+            "memtables",
+        )?;
+        range(
+            "options.block_cache_bytes",
+            self.block_cache_bytes,
+            0,
+            1 << 40,
+            "bytes",
+        )?;
+        range(
+            "options.open_files_max",
+            self.open_files_max as u64,
+            16,
+            1 << 20,
+            "files",
+        )?;
+        range(
+            "options.block_bytes",
+            self.block_bytes as u64,
+            256,
+            1 << 20,
+            "bytes",
+        )?;
+        range(
+            "options.sst_target_bytes",
+            self.sst_target_bytes,
+            64 << 10,
+            1 << 30,
+            "bytes",
+        )?;
+        range(
+            "options.l0_compaction_trigger_files",
+            self.l0_compaction_trigger_files as u64,
+            1,
+            1000,
+            "files",
+        )?;
+        range(
+            "options.l0_stall_files",
+            self.l0_stall_files as u64,
+            self.l0_compaction_trigger_files as u64 + 1,
+            10_000,
+            "files",
+        )?;
+        range(
+            "options.level1_bytes_max",
+            self.level1_bytes_max,
+            1 << 20,
+            1 << 40,
+            "bytes",
+        )?;
+        range(
+            "options.level_size_multiplier",
+            self.level_size_multiplier,
+            2,
+            100,
+            "times",
+        )?;
+        range(
+            "options.compaction_debt_bytes_max",
+            self.compaction_debt_bytes_max,
+            1 << 20,
+            1 << 50,
+            "bytes",
+        )?;
+        range(
+            "options.bloom_bits_per_key",
+            self.bloom_bits_per_key as u64,
+            1,
+            32,
+            "bits",
+        )?;
+        if let Some((s, e)) = self.journal_compaction_hours {
+            range(
+                "options.journal_compaction_hours.start",
+                s as u64,
+                0,
+                23,
+                "h",
+            )?;
+            range("options.journal_compaction_hours.end", e as u64, 0, 24, "h")?;
+        }
+        range(
+            "options.journal_compaction_run_segments_max",
+            self.journal_compaction_run_segments_max as u64,
+            1,
+            64,
+            "segments",
+        )?;
+        range(
+            "options.journal_compaction_single_live_pct",
+            self.journal_compaction_single_live_pct as u64,
+            0,
+            100,
+            "%",
+        )?;
+        range(
+            "options.journal_compaction_run_live_pct",
+            self.journal_compaction_run_live_pct as u64,
+            0,
+            100,
+            "%",
+        )?;
+        range(
+            "options.scan_readahead_values",
+            self.scan_readahead_values as u64,
+            1,
+            4096,
+            "values",
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        Options::default().validate().unwrap();
+        let o = Options {
+            memtable_bytes_max: 1,
+            ..Options::default()
+        };
+        let e = o.validate().unwrap_err().to_string();
+        assert!(e.contains("options.memtable_bytes_max"), "{e}");
+    }
+}

@@ -1,0 +1,307 @@
+//! End-to-end behaviour of the public store API on real files: every
+//! operation, reopen, snapshots, index queries, anti-entropy, journal
+//! compaction and ledger rebuild.
+
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+use tablinum_engine::{Batch, Durability, Error, Options, PutOptions, Store};
+
+fn small_opts() -> Options {
+    Options {
+        durability: Durability::NoSync,
+        memtable_bytes_max: 64 << 10,
+        journal_segment_bytes_max: 64 << 10,
+        sst_target_bytes: 64 << 10,
+        level1_bytes_max: 1 << 20,
+        l0_compaction_trigger_files: 2,
+        l0_stall_files: 8,
+        ..Options::default()
+    }
+}
+
+fn val(i: u32, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(x as u8);
+    }
+    v
+}
+
+const ALL: (Bound<&[u8]>, Bound<&[u8]>) = (Unbounded, Unbounded);
+
+#[test]
+fn put_get_head_delete_scan_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    for i in 0..2000u32 {
+        let len = if i % 3 == 0 { 100 } else { 3000 };
+        s.put(format!("k{i:05}").as_bytes(), &val(i, len)).unwrap();
+    }
+    for i in (0..2000u32).step_by(7) {
+        s.delete(format!("k{i:05}").as_bytes()).unwrap();
+    }
+    let check = |s: &Store| {
+        for i in 0..2000u32 {
+            let k = format!("k{i:05}");
+            let len = if i % 3 == 0 { 100 } else { 3000 };
+            let got = s.get(k.as_bytes()).unwrap();
+            if i % 7 == 0 {
+                assert_eq!(got, None, "{k}");
+                assert_eq!(s.head(k.as_bytes()).unwrap(), None);
+            } else {
+                assert_eq!(got.as_deref(), Some(&val(i, len)[..]), "{k}");
+                assert_eq!(s.head(k.as_bytes()).unwrap().unwrap().value_len, len as u64);
+            }
+        }
+        let keys: Vec<Vec<u8>> = s
+            .scan_objects((Included(&b"k00100"[..]), Excluded(&b"k00200"[..])))
+            .unwrap()
+            .map(|r| r.unwrap().0)
+            .collect();
+        let want: Vec<Vec<u8>> = (100..200u32)
+            .filter(|i| i % 7 != 0)
+            .map(|i| format!("k{i:05}").into_bytes())
+            .collect();
+        assert_eq!(keys, want);
+        assert_eq!(
+            s.scan_heads(ALL).unwrap().count(),
+            2000 - 2000usize.div_ceil(7)
+        );
+    };
+    check(&s);
+    s.flush().unwrap();
+    s.compact_ledger().unwrap();
+    check(&s);
+    s.close().unwrap();
+    assert!(matches!(s.get(b"k00001"), Err(Error::Closed)));
+    drop(s);
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    check(&s);
+    s.verify().unwrap();
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    assert!(matches!(
+        s.put(b"", b"v"),
+        Err(Error::InvalidArgument { what: "key", .. })
+    ));
+    let long = vec![b'k'; 5000];
+    assert!(matches!(
+        s.put(&long, b"v"),
+        Err(Error::InvalidArgument { what: "key", .. })
+    ));
+    let bad_terms = PutOptions {
+        metadata: vec![],
+        index_terms: vec![(vec![], b"t".to_vec())],
+    };
+    assert!(s.put_with(b"k", b"v", &bad_terms).is_err());
+    assert!(s
+        .scan_objects((Included(&b"z"[..]), Included(&b"a"[..])))
+        .is_err());
+    assert!(s.write(&Batch::new()).is_err());
+    assert_eq!(s.scan_heads(ALL).unwrap().count(), 0);
+    assert_eq!(s.stats().last_seq, 0);
+    let e = Store::open(dir.path(), small_opts()).unwrap_err();
+    assert!(matches!(e, Error::Locked(_)), "{e}");
+    let bad = Options {
+        memtable_bytes_max: 1,
+        ..Options::default()
+    };
+    let d2 = tempfile::tempdir().unwrap();
+    assert!(Store::open(d2.path(), bad)
+        .unwrap_err()
+        .to_string()
+        .contains("memtable_bytes_max"));
+}
+
+#[test]
+fn batches_snapshots_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    s.put_with(
+        b"a",
+        b"1",
+        &PutOptions {
+            metadata: b"meta-a".to_vec(),
+            index_terms: vec![],
+        },
+    )
+    .unwrap();
+    let snap = s.snapshot().unwrap();
+    let mut b = Batch::new();
+    b.put(b"a", b"2").put(b"b", &val(1, 5000)).delete(b"zz");
+    s.write(&b).unwrap();
+    assert_eq!(s.get(b"a").unwrap().unwrap(), b"2");
+    assert_eq!(snap.get(b"a").unwrap().unwrap(), b"1");
+    assert_eq!(snap.head(b"a").unwrap().unwrap().metadata, b"meta-a");
+    assert_eq!(snap.get(b"b").unwrap(), None);
+    // The snapshot survives flushes and compactions of newer data.
+    for i in 0..500u32 {
+        s.put(format!("x{i}").as_bytes(), &val(i, 2000)).unwrap();
+    }
+    s.compact_ledger().unwrap();
+    assert_eq!(snap.get(b"a").unwrap().unwrap(), b"1");
+    assert_eq!(snap.scan_objects(ALL).unwrap().count(), 1);
+    drop(snap);
+    assert_eq!(s.head(b"a").unwrap().unwrap().metadata, Vec::<u8>::new());
+}
+
+#[test]
+fn secondary_index_follows_object_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    let terms = |t: &[&str]| PutOptions {
+        metadata: vec![],
+        index_terms: t
+            .iter()
+            .map(|x| (b"colour".to_vec(), x.as_bytes().to_vec()))
+            .collect(),
+    };
+    s.put_with(b"o1", b"v", &terms(&["red", "blue"])).unwrap();
+    s.put_with(b"o2", b"v", &terms(&["red"])).unwrap();
+    s.put_with(b"o3", b"v", &terms(&["green"])).unwrap();
+    let q = |s: &Store, lo: &[u8], hi: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
+        s.index_query(b"colour", (Included(lo), Included(hi)), true, 100)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.term.unwrap(), h.key))
+            .collect()
+    };
+    assert_eq!(
+        q(&s, b"red", b"red"),
+        vec![
+            (b"red".to_vec(), b"o1".to_vec()),
+            (b"red".to_vec(), b"o2".to_vec())
+        ]
+    );
+    assert_eq!(q(&s, b"a", b"h").len(), 2);
+    // Replacing the terms drops the old postings; deleting drops them all.
+    s.put_with(b"o1", b"v2", &terms(&["green"])).unwrap();
+    s.delete(b"o2").unwrap();
+    assert_eq!(q(&s, b"red", b"red"), vec![]);
+    assert_eq!(q(&s, b"green", b"green").len(), 2);
+    s.compact_ledger().unwrap();
+    drop(s);
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(q(&s, b"green", b"green").len(), 2);
+    assert_eq!(q(&s, b"a", b"z").len(), 2);
+    assert_eq!(
+        s.head(b"o1").unwrap().unwrap().index_terms,
+        vec![(b"colour".to_vec(), b"green".to_vec())]
+    );
+}
+
+#[test]
+fn anti_entropy_lists_the_keys_that_differ() {
+    let d1 = tempfile::tempdir().unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let a = Store::open(d1.path(), small_opts()).unwrap();
+    let b = Store::open(d2.path(), small_opts()).unwrap();
+    for i in 0..3000u32 {
+        let k = format!("key{i}");
+        a.put(k.as_bytes(), &val(i, 700)).unwrap();
+        if i != 42 {
+            b.put(k.as_bytes(), &val(if i == 7 { 9999 } else { i }, 700))
+                .unwrap();
+        }
+    }
+    b.put(b"only-in-b", b"x").unwrap();
+    let (ta, tb) = (a.aae_tree(ALL).unwrap(), b.aae_tree(ALL).unwrap());
+    let segs = ta.diff_segments(&tb);
+    assert!(!segs.is_empty() && segs.len() <= 3);
+    let ka = a.aae_keys(ALL, &segs).unwrap();
+    let kb = b.aae_keys(ALL, &segs).unwrap();
+    let diff = tablinum_engine::aae::diff_keys(&ka, &kb);
+    assert_eq!(
+        diff,
+        vec![b"key42".to_vec(), b"key7".to_vec(), b"only-in-b".to_vec()]
+    );
+}
+
+#[test]
+fn journal_compaction_reclaims_space_and_keeps_every_live_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        journal_compaction_hours: None,
+        ..small_opts()
+    };
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    for round in 0..5u32 {
+        for i in 0..200u32 {
+            s.put(format!("k{i:04}").as_bytes(), &val(i * 10 + round, 2000))
+                .unwrap();
+        }
+    }
+    let snap = s.snapshot().unwrap();
+    let before = s.disk_bytes();
+    let r = s.compact_journal().unwrap();
+    assert!(!r.segments_compacted.is_empty(), "{r:?}");
+    assert!(
+        r.records_dropped > 0 && r.bytes_after < r.bytes_before,
+        "{r:?}"
+    );
+    // A snapshot taken before keeps reading through the compaction.
+    assert_eq!(snap.get(b"k0003").unwrap().unwrap(), val(34, 2000));
+    drop(snap);
+    let mut runs = 0;
+    while !s.compact_journal().unwrap().segments_compacted.is_empty() {
+        runs += 1;
+        assert!(runs < 50);
+    }
+    assert!(s.disk_bytes() < before, "{} >= {before}", s.disk_bytes());
+    for i in 0..200u32 {
+        assert_eq!(
+            s.get(format!("k{i:04}").as_bytes()).unwrap().unwrap(),
+            val(i * 10 + 4, 2000)
+        );
+    }
+    s.verify().unwrap();
+    drop(s);
+    let s = Store::open(dir.path(), opts).unwrap();
+    for i in 0..200u32 {
+        assert_eq!(
+            s.get(format!("k{i:04}").as_bytes()).unwrap().unwrap(),
+            val(i * 10 + 4, 2000)
+        );
+    }
+}
+
+#[test]
+fn deleted_ledger_is_rebuilt_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    for i in 0..1000u32 {
+        s.put(format!("k{i:04}").as_bytes(), &val(i, 1500)).unwrap();
+    }
+    for i in 0..1000u32 {
+        if i % 2 == 0 {
+            s.put(format!("k{i:04}").as_bytes(), &val(i + 1, 1500))
+                .unwrap();
+        }
+        if i % 5 == 0 {
+            s.delete(format!("k{i:04}").as_bytes()).unwrap();
+        }
+    }
+    s.compact_ledger().unwrap();
+    drop(s);
+    std::fs::remove_dir_all(dir.path().join("ledger")).unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    for i in 0..1000u32 {
+        let got = s.get(format!("k{i:04}").as_bytes()).unwrap();
+        let want = if i % 5 == 0 {
+            None
+        } else if i % 2 == 0 {
+            Some(val(i + 1, 1500))
+        } else {
+            Some(val(i, 1500))
+        };
+        assert_eq!(got, want, "k{i:04}");
+    }
+}
