@@ -1675,8 +1675,10 @@ impl Store {
                 continue;
             }
             let path = segment::segment_path(&inner.journal_dir, s.id, s.kind);
-            let allow_torn =
-                Some(s.id) == last_write_id || (rebuild && s.kind == SegmentKind::Compacted);
+            // Only a segment whose end the manifest does not know (it was
+            // active at a crash) may have a torn tail.
+            let allow_torn = s.max_seq == u64::MAX
+                && (Some(s.id) == last_write_id || (rebuild && s.kind == SegmentKind::Compacted));
             let mut pending: Vec<(u64, u32, Vec<u8>)> = Vec::new();
             let (mut smin, mut smax) = (u64::MAX, 0u64);
             let end = segment::scan(&path, s.id, s.kind, allow_torn, |off, len, rec| {
@@ -2198,8 +2200,9 @@ impl Inner {
                     }
                 }
             }
-            let m = inner.rotate(w.next_seq - 1);
-            let ptr = Arc::as_ptr(&m) as usize;
+            // Register the edit against the memtable about to be frozen
+            // *before* freezing it, so the flush cannot miss it.
+            let ptr = Arc::as_ptr(&sv.mems[0]) as usize;
             inner.pending_gc.lock().push((
                 ptr,
                 GcEdit {
@@ -2207,6 +2210,7 @@ impl Inner {
                     add: new_metas.clone(),
                 },
             ));
+            inner.rotate(w.next_seq - 1);
         }
         drop(last);
         // Wait until the flush that carries the edit has landed.
@@ -2326,6 +2330,18 @@ impl Store {
     /// Stops background work and fsyncs the journal. Further calls fail with
     /// `Error::Closed`. Idempotent.
     pub fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Persist the memtables so the next open replays nothing, then seal
+        // the active segment in the manifest: a sealed segment has a known
+        // size, so damage to its tail is reported as corruption rather than
+        // cut off as a torn write.
+        let flushed = if self.inner.bg_error.lock().is_none() {
+            self.flush()
+        } else {
+            Ok(())
+        };
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -2337,6 +2353,16 @@ impl Store {
         w.seg.sync()?;
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Background(e.clone()));
+        }
+        flushed?;
+        let mut meta = self.inner.meta.lock();
+        let (id, len, last) = (w.seg.id, w.seg.len, w.next_seq - 1);
+        if meta.state.persisted_seq >= last {
+            if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
+                m.max_seq = last;
+                m.size = len;
+            }
+            self.inner.save_manifest(&mut meta)?;
         }
         Ok(())
     }
