@@ -228,7 +228,6 @@ struct SuperVersion {
 
 struct WriterState {
     seg: SegmentWriter,
-    sync_file: Arc<fs::File>,
     next_seq: u64,
     written_total: u64,
     buf: Vec<u8>,
@@ -260,6 +259,11 @@ struct Inner {
     meta: Mutex<MetaState>,
     sv: RwLock<Arc<SuperVersion>>,
     synced_total: AtomicU64,
+    /// Bytes appended to the journal since open (mirrors the writer's count
+    /// so group commit never waits for the writer lock).
+    written_total: AtomicU64,
+    /// The active segment's handle and path, for group-commit fsync.
+    sync_target: Mutex<(Arc<fs::File>, PathBuf)>,
     sync_lock: Mutex<()>,
     dead: Mutex<HashMap<u64, u64>>,
     pending_gc: Mutex<Vec<(usize, GcEdit)>>,
@@ -974,7 +978,7 @@ impl Inner {
             });
         }
         drop(meta);
-        w.sync_file = Arc::new(new.try_clone_file()?);
+        *self.sync_target.lock() = (Arc::new(new.try_clone_file()?), new.path.clone());
         w.seg = new;
         Ok(())
     }
@@ -1104,6 +1108,7 @@ impl Inner {
                 }
             };
             w.written_total += buf.len() as u64;
+            self.written_total.store(w.written_total, Ordering::Release);
             w.next_seq += prepared.len() as u64;
             w.buf = buf;
             let seg_id = w.seg.id;
@@ -1151,10 +1156,11 @@ impl Inner {
         if self.synced_total.load(Ordering::Acquire) >= end {
             return Ok(());
         }
-        let (file, total, path) = {
-            let w = self.writer.lock();
-            (w.sync_file.clone(), w.written_total, w.seg.path.clone())
-        };
+        // Read the total before the handle: if a roll happens in between,
+        // the roll's own fsync covers the old segment and this one covers
+        // the new, so everything up to `total` is durable afterwards.
+        let total = self.written_total.load(Ordering::Acquire);
+        let (file, path) = self.sync_target.lock().clone();
         if let Err(e) = file.sync_data() {
             let e = Error::io("fsync journal", path, e);
             self.fail_background(&e);
@@ -1611,7 +1617,7 @@ impl Store {
         let first_id = state.next_file_id;
         state.next_file_id += 1;
         let seg = SegmentWriter::create(&journal_dir, first_id, SegmentKind::Write)?;
-        let sync_file = Arc::new(seg.try_clone_file()?);
+        let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {
             dir: dir.clone(),
@@ -1620,7 +1626,6 @@ impl Store {
             caches,
             writer: Mutex::new(WriterState {
                 seg,
-                sync_file,
                 next_seq: persisted_seq + 1,
                 written_total: 0,
                 buf: Vec::new(),
@@ -1628,6 +1633,8 @@ impl Store {
             meta: Mutex::new(MetaState { state }),
             sv: RwLock::new(sv),
             synced_total: AtomicU64::new(0),
+            written_total: AtomicU64::new(0),
+            sync_target,
             sync_lock: Mutex::new(()),
             dead: Mutex::new(HashMap::new()),
             pending_gc: Mutex::new(Vec::new()),
