@@ -66,8 +66,10 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    // SCENARIO SPOT: the scenario work adds its variant here, e.g.
-    // `Scenario(crate::scenario::ScenarioArgs)`, and its arm in `execute`.
+    /// Report scenarios: every target side by side, each run in its own
+    /// process under a memory limit; tables, scenario.json and README.md in --out.
+    #[command(subcommand)]
+    Scenario(crate::scenario::ScenarioCommand),
 }
 
 /// Carries out a benchmark command.
@@ -104,6 +106,7 @@ pub fn execute(cmd: BenchCommand) -> Result<(), BenchError> {
             print!("{}", report.markdown);
             Ok(())
         }
+        BenchCommand::Scenario(cmd) => crate::scenario::execute(cmd),
     }
 }
 

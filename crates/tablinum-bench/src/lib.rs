@@ -19,11 +19,11 @@ pub mod generators;
 pub mod output;
 pub mod progress;
 pub mod runner;
+pub mod scenario;
 pub mod stats;
 pub mod target;
 pub mod targets;
 pub mod workload;
-// SCENARIO SPOT: `pub mod scenario;` is added by the scenario work.
 
 pub use compare::{compare, compare_runs, CompareReport, RunRef};
 pub use error::BenchError;

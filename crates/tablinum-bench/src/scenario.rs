@@ -5,8 +5,8 @@
 //! the run plan (variants in turn; within a variant, repeats in turn; within a
 //! repeat every target once, the order rotated by one per repeat, so repeated
 //! runs of the targets interleave), starting each run as a child process (the
-//! current binary re-executed with the hidden-in-plain-sight `bench run`
-//! subcommand, see [`ChildCommand`]) inside its own cgroup v1 memory cgroup
+//! current binary re-executed with the ordinary `bench run` subcommand, see
+//! [`ChildCommand`]) inside its own cgroup v1 memory cgroup
 //! ([`cgroup`]), collecting each child's `summary.json`, and writing
 //! `scenario.json` (after every run, `complete: false` until the end) and
 //! `README.md` into `--out`. Scenarios themselves ([`volume`]) only say what
@@ -299,21 +299,37 @@ fn header_markdown(r: &ScenarioReport) -> String {
         ),
         None => "**none** (`--no-memory-limit`)".to_string(),
     };
+    let runs = if r.complete {
+        format!(
+            ", finished {}: {} runs ({} failed)",
+            r.finished_at.as_deref().unwrap_or("?"),
+            r.runs_total,
+            r.runs_failed
+        )
+    } else if r.runs_done == 0 {
+        format!(": {} runs planned", r.runs_total)
+    } else {
+        format!(
+            ": **incomplete**, {} of {} runs done ({} failed)",
+            r.runs_done, r.runs_total, r.runs_failed
+        )
+    };
+    let parameters = match r.parameters.as_object() {
+        Some(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => r.parameters.to_string(),
+    };
     format!(
-        "```sh\n{}\n```\n\n- started {}{}, {} runs ({} failed){}\n- machine: {}\n- git commit: {}\n- memory limit: {limit}\n- targets: {} (deltas are `{}` against each other target: `subject / peer − 1`)\n- parameters: `{}`\n- order: {}\n",
+        "```sh\n{}\n```\n\n- started {}{runs}\n- machine: {}\n- git commit: {}\n- memory limit: {limit}\n- targets: {} (deltas are `{}` against each other target: `subject / peer − 1`)\n- parameters: {parameters}\n- order: {}\n",
         r.command_line,
         r.started_at,
-        r.finished_at
-            .as_ref()
-            .map_or_else(String::new, |f| format!(", finished {f}")),
-        r.runs_total,
-        r.runs_failed,
-        if r.complete { "" } else { " — **incomplete**" },
         r.machine.describe(),
         r.git_commit.as_deref().unwrap_or("unknown"),
         r.targets.join(", "),
         r.targets.first().map_or("?", String::as_str),
-        r.parameters,
         r.order,
     )
 }
@@ -484,9 +500,9 @@ pub fn run_scenario(
         report.wall_s = started.elapsed().as_secs_f64();
         save_json(out, &report)?;
         if runs.get(i + 1).is_none_or(|n| n.variant != p.variant) {
-            let _ = write!(
+            let _ = writeln!(
                 stdout,
-                "{}\n",
+                "{}",
                 report.variants[p.variant].table(&spec.targets, spec.memory_limit_bytes)
             );
             let _ = stdout.flush();
@@ -500,11 +516,7 @@ pub fn run_scenario(
     let readme = out.join(README_MD);
     std::fs::write(&readme, render_markdown(&report))
         .map_err(|e| BenchError::io(&readme, "write", e))?;
-    let _ = write!(
-        stdout,
-        "## Summary\n\n{}\n",
-        report_table(&report.variants)
-    );
+    let _ = write!(stdout, "## Summary\n\n{}\n", report_table(&report.variants));
     let _ = stdout.flush();
     eprintln!(
         "scenario {}: {} runs ({} failed) in {}; {} and {} in {}",
@@ -573,7 +585,12 @@ fn run_one(
         at.target.to_string(),
         "--out".into(),
         dir.to_string_lossy().into_owned(),
-        if at.variant.sync { "--sync" } else { "--nosync" }.into(),
+        if at.variant.sync {
+            "--sync"
+        } else {
+            "--nosync"
+        }
+        .into(),
         "--cache-bytes".into(),
         spec.cache_bytes.to_string(),
     ]);
@@ -615,6 +632,7 @@ fn run_one(
     );
     let t0 = Instant::now();
     let mut error: Option<String> = None;
+    let mut max_rss_bytes = 0u64;
     let status = match cmd.spawn() {
         Err(e) => {
             error = Some(format!("cannot start {}: {e}", child.program.display()));
@@ -623,6 +641,9 @@ fn run_one(
         Ok(mut proc) => {
             let mut next_line = PROGRESS_LINE_S;
             loop {
+                if let Some(rss) = cgroup.as_ref().and_then(MemoryCgroup::rss_bytes) {
+                    max_rss_bytes = max_rss_bytes.max(rss);
+                }
                 match proc.try_wait() {
                     Ok(Some(status)) => break Some(status),
                     Ok(None) => {}
@@ -658,7 +679,10 @@ fn run_one(
     let wall_s = t0.elapsed().as_secs_f64();
 
     let memory: Option<CgroupStats> = match &cgroup {
-        Some(cg) => Some(cg.stats()?),
+        Some(cg) => Some(CgroupStats {
+            max_rss_bytes,
+            ..cg.stats()?
+        }),
         None => None,
     };
     if let Some(cg) = cgroup {
@@ -705,7 +729,10 @@ fn run_one(
     }
     if let (None, Some(m)) = (&error, &memory) {
         if m.max_usage_bytes == 0 {
-            error = Some("nothing was charged to the run's memory cgroup: it did not run under the limit".into());
+            error = Some(
+                "nothing was charged to the run's memory cgroup: it did not run under the limit"
+                    .into(),
+            );
             metrics = None;
         }
     }
@@ -718,7 +745,8 @@ fn run_one(
             thousands(m.last_window_ops_per_sec, 1),
             mib(m.data_written_bytes as f64),
             memory.map_or_else(String::new, |c| format!(
-                ", peak memory {}",
+                ", peak rss {}, peak with page cache {}",
+                mib(c.max_rss_bytes as f64),
                 mib(c.max_usage_bytes as f64)
             )),
             minutes(elapsed_all)
@@ -751,7 +779,9 @@ mod tests {
 
     #[test]
     fn the_child_prefix_is_what_led_to_scenario() {
-        let args = s(&["tablinum", "bench", "scenario", "volume", "--out", "scenario"]);
+        let args = s(&[
+            "tablinum", "bench", "scenario", "volume", "--out", "scenario",
+        ]);
         assert_eq!(prefix_before_scenario(&args), Some(s(&["bench"])));
         let args = s(&["bench", "scenario", "volume"]);
         assert_eq!(prefix_before_scenario(&args), Some(vec![]));
@@ -767,7 +797,14 @@ mod tests {
             p.iter().map(|r| (r.variant, r.target, r.repeat)).collect();
         assert_eq!(
             &order[..6],
-            &[(0, 0, 1), (0, 1, 1), (0, 2, 1), (0, 1, 2), (0, 2, 2), (0, 0, 2)]
+            &[
+                (0, 0, 1),
+                (0, 1, 1),
+                (0, 2, 1),
+                (0, 1, 2),
+                (0, 2, 2),
+                (0, 0, 2)
+            ]
         );
         assert!(order[6..].iter().all(|r| r.0 == 1));
         // Every (variant, target, repeat) exactly once.
@@ -814,6 +851,7 @@ mod tests {
             memory: Some(CgroupStats {
                 limit_bytes: 256 << 20,
                 max_usage_bytes: 255 << 20,
+                max_rss_bytes: 100 << 20,
                 limit_hits: 5,
                 oom_kills: 0,
             }),
@@ -825,7 +863,9 @@ mod tests {
             quick: true,
             complete: true,
             command_line: "tablinum bench scenario volume --quick --out x".into(),
-            args: s(&["tablinum", "bench", "scenario", "volume", "--quick", "--out", "x"]),
+            args: s(&[
+                "tablinum", "bench", "scenario", "volume", "--quick", "--out", "x",
+            ]),
             started_at: "2026-11-21T00:00:00Z".into(),
             finished_at: Some("2026-11-21T00:01:00Z".into()),
             wall_s: 60.0,
@@ -906,11 +946,20 @@ mod tests {
     fn readme_has_command_machine_limit_and_tables() {
         let mut r = synthetic_report();
         let md = render_markdown(&r);
-        assert!(md.contains("tablinum bench scenario volume --quick --out x"), "{md}");
+        assert!(
+            md.contains("tablinum bench scenario volume --quick --out x"),
+            "{md}"
+        );
         assert!(md.contains("2 cores (AMD EPYC)"), "{md}");
         assert!(md.contains("256.0 MiB per run"), "{md}");
-        assert!(md.contains("| 8KB value, 16 workers, sync | rocksdb | 2,000.00 | +100.0% | +100.0% |"), "{md}");
-        assert!(md.contains("- tablinum vs rocksdb: +100.0% / +100.0%"), "{md}");
+        assert!(
+            md.contains("| 8KB value, 16 workers, sync | rocksdb | 2,000.00 | +100.0% | +100.0% |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- tablinum vs rocksdb: +100.0% / +100.0%"),
+            "{md}"
+        );
         assert!(!md.contains("WARNING"), "{md}");
         r.memory_limit_bytes = None;
         r.memory_limit_warning = Some(NO_MEMORY_LIMIT_WARNING.into());

@@ -164,3 +164,54 @@ impl Target for FjallTarget {
             .map_err(|e| err(self.name, "close (persist)", e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_in(dir: &std::path::Path, flavor: Flavor) -> FjallTarget {
+        let cfg = TargetConfig {
+            dir: dir.to_path_buf(),
+            sync: false,
+            cache_bytes: 8 * 1024 * 1024,
+        };
+        FjallTarget::open(flavor, &cfg).expect("open")
+    }
+
+    #[test]
+    fn kv_flavor_separates_values_and_plain_does_not() {
+        for (flavor, separated) in [(Flavor::Plain, false), (Flavor::KvSeparated, true)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let t = open_in(dir.path(), flavor);
+            assert_eq!(t.ks.is_kv_separated(), separated, "{}", t.name);
+            for i in 0..20u32 {
+                t.put(format!("k{i:04}").as_bytes(), &[i as u8; 8 * 1024])
+                    .expect("put");
+            }
+            // Test-only: force the memtable into tables (and blobs).
+            t.ks.rotate_memtable_and_wait().expect("flush");
+            assert_eq!(t.ks.blob_file_count() > 0, separated, "{}", t.name);
+            assert_eq!(t.head(b"k0003").expect("head"), Some(8 * 1024));
+            assert_eq!(
+                t.get(b"k0003").expect("get"),
+                Some(vec![3u8; 8 * 1024]),
+                "{}",
+                t.name
+            );
+        }
+    }
+
+    #[test]
+    fn kv_separation_survives_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let t = open_in(dir.path(), Flavor::KvSeparated);
+            t.put(b"a", &[1u8; 4096]).expect("put");
+            t.close().expect("close");
+        }
+        // The keyspace is recovered as separated, with its data.
+        let t = open_in(dir.path(), Flavor::KvSeparated);
+        assert!(t.ks.is_kv_separated());
+        assert_eq!(t.get(b"a").expect("get"), Some(vec![1u8; 4096]));
+    }
+}

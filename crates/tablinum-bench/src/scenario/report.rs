@@ -1,0 +1,743 @@
+//! A scenario's numbers and tables: per-run metrics, per-target statistics over
+//! repeats, deltas between targets, and the markdown the volume report prints.
+//!
+//! Owns the `scenario.json` schema below the top level ([`VariantReport`],
+//! [`TargetReport`], [`Stat`], [`Delta`], [`RunRecord`], [`RunMetrics`]) and
+//! the pure functions that build and render them. Everything here is a pure
+//! function of run summaries: it must never run, read or write anything, so it
+//! can be tested on synthetic summaries.
+//!
+//! A delta is the report's "TPS Delta": `subject / peer - 1` in percent, where
+//! the subject is the first target of the scenario (tablinum by default). With
+//! at least two runs per side it carries the 3σ band of [`Ratio`]
+//! (`3·√(cv_a² + cv_b²)`) and is significant only beyond it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::cgroup::CgroupStats;
+use crate::compare::{Ratio, Sample};
+use crate::output::RunSummary;
+use crate::workload::{Op, Workload};
+
+/// Below this ratio of data written to the memory limit, a run is flagged: its
+/// data may still have fitted in the page cache.
+pub const DATA_TO_LIMIT_RATIO_MIN: f64 = 2.0;
+
+/// Mean, sample standard deviation and the per-repeat values of one metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    /// Arithmetic mean over the successful repeats (0 when there are none).
+    pub mean: f64,
+    /// Sample standard deviation (n − 1); 0 for fewer than two values.
+    pub sd: f64,
+    /// One value per successful repeat, in run order.
+    pub values: Vec<f64>,
+}
+
+impl Stat {
+    /// The statistics of `values`.
+    pub fn of(values: Vec<f64>) -> Stat {
+        let s = Sample::of(&values);
+        Stat {
+            mean: s.mean,
+            sd: s.sd,
+            values,
+        }
+    }
+
+    /// As a [`Sample`] for ratios.
+    pub fn sample(&self) -> Sample {
+        Sample::of(&self.values)
+    }
+}
+
+/// What one child run measured, taken from its `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    /// Measured seconds.
+    pub elapsed_s: f64,
+    /// Successful ops/s over the whole run.
+    pub ops_per_sec: f64,
+    /// Successful ops/s over the last window (the run's tail).
+    pub last_window_ops_per_sec: f64,
+    /// Length of that window, seconds.
+    pub last_window_s: f64,
+    /// Whole-run p99 of gets, µs.
+    pub get_p99_us: f64,
+    /// Whole-run p99 of updates (get then put), µs.
+    pub update_p99_us: f64,
+    /// Gets that found their key, percent of successful gets (low at first on
+    /// an empty store with pareto keys: the report's "Lies, damned lies").
+    pub get_found_pct: f64,
+    /// Successful updates.
+    pub updates: u64,
+    /// `updates × value size`, bytes: what the store had to absorb.
+    pub data_written_bytes: u64,
+    /// Failed operations (all kinds).
+    pub failed_ops: u64,
+    /// Bytes on disk at the end, when the target reports it.
+    pub disk_bytes: Option<u64>,
+}
+
+impl RunMetrics {
+    /// The metrics of a run summary.
+    pub fn from_summary(s: &RunSummary) -> RunMetrics {
+        let get = s.ops.get(Op::Get.name());
+        let update = s.ops.get(Op::Update.name());
+        let p99 = |o: Option<&crate::output::OpSummary>| o.map_or(0.0, |o| o.latency_us.p99 as f64);
+        let get_found_pct = match get {
+            Some(g) if g.successful > 0 => {
+                g.successful.saturating_sub(g.not_found) as f64 * 100.0 / g.successful as f64
+            }
+            _ => 0.0,
+        };
+        let updates = update.map_or(0, |u| u.successful);
+        RunMetrics {
+            elapsed_s: s.elapsed_s,
+            ops_per_sec: s.ops_per_sec,
+            last_window_ops_per_sec: s.last_window_ops_per_sec,
+            last_window_s: s.last_window_s,
+            get_p99_us: p99(get),
+            update_p99_us: p99(update),
+            get_found_pct,
+            updates,
+            data_written_bytes: updates.saturating_mul(s.workload.value_size_bytes),
+            failed_ops: s.failed,
+            disk_bytes: s.disk_bytes,
+        }
+    }
+}
+
+/// One child run, successful or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Variant name.
+    pub variant: String,
+    /// Target name.
+    pub target: String,
+    /// Repeat, from 1.
+    pub repeat: u32,
+    /// Position in the whole scenario's run order, from 1.
+    pub sequence: usize,
+    /// The run's directory, relative to the scenario's `--out`.
+    pub dir: String,
+    /// Wall-clock seconds of the child process (open, run, close, cleanup).
+    pub wall_s: f64,
+    /// Why the run failed; `None` when it succeeded.
+    pub error: Option<String>,
+    /// What it measured (successful runs only).
+    pub metrics: Option<RunMetrics>,
+    /// What its memory cgroup accounted (runs under a limit only).
+    pub memory: Option<CgroupStats>,
+}
+
+/// One target within one variant: statistics over its successful repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// Successful runs.
+    pub runs_ok: usize,
+    /// Failed runs.
+    pub runs_failed: usize,
+    /// Successful ops/s over the whole run.
+    pub ops_per_sec: Stat,
+    /// Successful ops/s over the last window.
+    pub last_window_ops_per_sec: Stat,
+    /// Length of the last window, seconds.
+    pub last_window_s: Stat,
+    /// p99 of gets, µs (mean of the per-run p99s).
+    pub get_p99_us: Stat,
+    /// p99 of updates, µs (mean of the per-run p99s).
+    pub update_p99_us: Stat,
+    /// Gets that found their key, percent.
+    pub get_found_pct: Stat,
+    /// Value bytes written by updates.
+    pub data_written_bytes: Stat,
+    /// Peak memory charged to the run's cgroup (anonymous + page cache), bytes
+    /// (runs under a limit).
+    pub max_memory_bytes: Option<Stat>,
+    /// Peak anonymous memory of the run (sampled), bytes (runs under a limit):
+    /// the store's own memory; the rest of the limit was its page cache.
+    pub max_rss_bytes: Option<Stat>,
+    /// Every run of this target, in run order.
+    pub runs: Vec<RunRecord>,
+}
+
+impl TargetReport {
+    /// Statistics of `runs` (all of one variant and target).
+    pub fn of(runs: Vec<RunRecord>) -> TargetReport {
+        let ok: Vec<&RunMetrics> = runs.iter().filter_map(|r| r.metrics.as_ref()).collect();
+        let stat = |f: &dyn Fn(&RunMetrics) -> f64| Stat::of(ok.iter().map(|m| f(m)).collect());
+        let memory = |f: fn(&CgroupStats) -> u64| -> Option<Stat> {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.metrics.is_some())
+                .filter_map(|r| r.memory.as_ref().map(|m| f(m) as f64))
+                .collect();
+            (!v.is_empty()).then(|| Stat::of(v))
+        };
+        TargetReport {
+            runs_ok: ok.len(),
+            runs_failed: runs.len() - ok.len(),
+            ops_per_sec: stat(&|m| m.ops_per_sec),
+            last_window_ops_per_sec: stat(&|m| m.last_window_ops_per_sec),
+            last_window_s: stat(&|m| m.last_window_s),
+            get_p99_us: stat(&|m| m.get_p99_us),
+            update_p99_us: stat(&|m| m.update_p99_us),
+            get_found_pct: stat(&|m| m.get_found_pct),
+            data_written_bytes: stat(&|m| m.data_written_bytes as f64),
+            max_memory_bytes: memory(|m| m.max_usage_bytes),
+            max_rss_bytes: memory(|m| m.max_rss_bytes),
+            runs,
+        }
+    }
+}
+
+/// The report's "TPS Delta" of the subject against one peer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    /// The target the deltas are about (the scenario's first target).
+    pub subject: String,
+    /// The target it is compared with.
+    pub peer: String,
+    /// `subject / peer − 1` of whole-run ops/s, percent (`None` without runs on both sides).
+    pub overall_pct: Option<f64>,
+    /// The same over the last window.
+    pub last_window_pct: Option<f64>,
+    /// 3σ band of the overall ratio, percent (at least two runs on both sides).
+    pub overall_three_sigma_pct: Option<f64>,
+    /// 3σ band of the last-window ratio, percent.
+    pub last_window_three_sigma_pct: Option<f64>,
+    /// |overall delta| beyond its 3σ band.
+    pub overall_significant: Option<bool>,
+    /// |last-window delta| beyond its 3σ band.
+    pub last_window_significant: Option<bool>,
+}
+
+impl Delta {
+    /// `subject` against `peer`.
+    pub fn of(subject: (&str, &TargetReport), peer: (&str, &TargetReport)) -> Delta {
+        let ratio = |s: &Stat, p: &Stat| -> Option<Ratio> {
+            (!s.values.is_empty() && !p.values.is_empty() && p.mean > 0.0)
+                .then(|| Ratio::of(&p.sample(), &s.sample()))
+        };
+        let overall = ratio(&subject.1.ops_per_sec, &peer.1.ops_per_sec);
+        let last = ratio(
+            &subject.1.last_window_ops_per_sec,
+            &peer.1.last_window_ops_per_sec,
+        );
+        Delta {
+            subject: subject.0.to_string(),
+            peer: peer.0.to_string(),
+            overall_pct: overall.map(|r| (r.ratio - 1.0) * 100.0),
+            last_window_pct: last.map(|r| (r.ratio - 1.0) * 100.0),
+            overall_three_sigma_pct: overall.and_then(|r| r.three_sigma_pct),
+            last_window_three_sigma_pct: last.and_then(|r| r.three_sigma_pct),
+            overall_significant: overall.and_then(|r| r.significant),
+            last_window_significant: last.and_then(|r| r.significant),
+        }
+    }
+
+    /// `tablinum vs rocksdb: +35.2% / +40.1%`, with the 3σ bands when known.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{} vs {}: {} / {}",
+            self.subject,
+            self.peer,
+            pct(self.overall_pct),
+            pct(self.last_window_pct)
+        );
+        if let (Some(a), Some(b)) = (
+            self.overall_three_sigma_pct,
+            self.last_window_three_sigma_pct,
+        ) {
+            let word = |sig: Option<bool>| match sig {
+                Some(true) => "significant",
+                _ => "within noise",
+            };
+            s.push_str(&format!(
+                " (3σ {a:.1}% / {b:.1}%: {} / {})",
+                word(self.overall_significant),
+                word(self.last_window_significant)
+            ));
+        }
+        s
+    }
+}
+
+/// One variant of a scenario (e.g. 8 KB values, sync) with every target's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantReport {
+    /// Short name (`8k-sync`), also its directory under `--out`.
+    pub name: String,
+    /// The report's test description (`8KB value, 16 workers, sync`).
+    pub description: String,
+    /// Value size, bytes.
+    pub value_size_bytes: u64,
+    /// fsync on every write.
+    pub sync: bool,
+    /// The workload every target ran (seed of repeat 1; repeat `r` uses `seed + r − 1`).
+    pub workload: Workload,
+    /// The first target: the deltas are about it.
+    pub subject: Option<String>,
+    /// Per target, by name.
+    pub targets: BTreeMap<String, TargetReport>,
+    /// The subject against every other target, in target order.
+    pub deltas: Vec<Delta>,
+    /// Things the reader must know (failed runs, data that may have fitted in cache).
+    pub notes: Vec<String>,
+}
+
+impl VariantReport {
+    /// Builds the report of one variant from its runs; `order` is the
+    /// scenario's target order (the first is the subject).
+    pub fn build(
+        name: &str,
+        description: &str,
+        workload: &Workload,
+        sync: bool,
+        order: &[String],
+        runs: &[RunRecord],
+        memory_limit_bytes: Option<u64>,
+    ) -> VariantReport {
+        let mut targets = BTreeMap::new();
+        for t in order {
+            let mine: Vec<RunRecord> = runs.iter().filter(|r| &r.target == t).cloned().collect();
+            targets.insert(t.clone(), TargetReport::of(mine));
+        }
+        let subject = order.first().cloned();
+        let deltas = match subject
+            .as_ref()
+            .and_then(|s| targets.get(s).map(|r| (s, r)))
+        {
+            Some((s, sr)) => order[1..]
+                .iter()
+                .filter_map(|p| targets.get(p).map(|pr| Delta::of((s, sr), (p, pr))))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut notes = Vec::new();
+        for r in runs {
+            if let Some(e) = &r.error {
+                notes.push(format!("{}: FAILED: {e}", r.dir));
+            }
+        }
+        if let Some(limit) = memory_limit_bytes.filter(|&l| l > 0) {
+            for t in order {
+                if let Some(tr) = targets.get(t).filter(|tr| tr.runs_ok > 0) {
+                    let ratio = tr.data_written_bytes.mean / limit as f64;
+                    if ratio < DATA_TO_LIMIT_RATIO_MIN {
+                        notes.push(format!(
+                            "{t}: wrote {} of values, only {ratio:.1}× the {} memory limit: \
+                             its data may still fit in the page cache (run longer)",
+                            mib(tr.data_written_bytes.mean),
+                            mib(limit as f64)
+                        ));
+                    }
+                }
+            }
+        }
+        VariantReport {
+            name: name.to_string(),
+            description: description.to_string(),
+            value_size_bytes: workload.value_size_bytes,
+            sync,
+            workload: workload.clone(),
+            subject,
+            targets,
+            deltas,
+            notes,
+        }
+    }
+
+    /// The variant's markdown section: the per-target table, then one delta
+    /// line per peer (`tablinum vs rocksdb: +35.2% / +40.1%`), then the notes.
+    pub fn table(&self, order: &[String], memory_limit_bytes: Option<u64>) -> String {
+        let window = order
+            .iter()
+            .filter_map(|t| self.targets.get(t))
+            .find(|t| t.runs_ok > 0)
+            .map_or_else(
+                || "last window".to_string(),
+                |t| format!("last {} s", trim_float(t.last_window_s.mean)),
+            );
+        let mut s = format!(
+            "### {} — {}\n\n| target | runs | avg ops/s | ± sd | {window} ops/s | get p99 µs | update p99 µs | gets found | written{} | peak rss |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            self.name,
+            self.description,
+            if memory_limit_bytes.is_some() { " (× limit)" } else { "" },
+        );
+        for t in order {
+            let Some(r) = self.targets.get(t) else {
+                continue;
+            };
+            let runs = if r.runs_failed > 0 {
+                format!("{} (+{} failed)", r.runs_ok, r.runs_failed)
+            } else {
+                r.runs_ok.to_string()
+            };
+            if r.runs_ok == 0 {
+                s.push_str(&format!(
+                    "| {t} | {runs} | – | – | – | – | – | – | – | – |\n"
+                ));
+                continue;
+            }
+            let sd = if r.ops_per_sec.values.len() > 1 {
+                thousands(r.ops_per_sec.sd, 1)
+            } else {
+                "–".to_string()
+            };
+            let written = match memory_limit_bytes.filter(|&l| l > 0) {
+                Some(l) => format!(
+                    "{} ({:.1}×)",
+                    mib(r.data_written_bytes.mean),
+                    r.data_written_bytes.mean / l as f64
+                ),
+                None => mib(r.data_written_bytes.mean),
+            };
+            s.push_str(&format!(
+                "| {t} | {runs} | {} | {sd} | {} | {} | {} | {:.1}% | {written} | {} |\n",
+                thousands(r.ops_per_sec.mean, 1),
+                thousands(r.last_window_ops_per_sec.mean, 1),
+                thousands(r.get_p99_us.mean, 0),
+                thousands(r.update_p99_us.mean, 0),
+                r.get_found_pct.mean,
+                r.max_rss_bytes
+                    .as_ref()
+                    .map_or_else(|| "–".to_string(), |m| mib(m.mean)),
+            ));
+        }
+        if !self.deltas.is_empty() {
+            s.push_str(&format!(
+                "\nTPS delta (overall / {window}), `subject / peer − 1`:\n\n"
+            ));
+            for d in &self.deltas {
+                s.push_str(&format!("- {}\n", d.line()));
+            }
+        }
+        for n in &self.notes {
+            s.push_str(&format!("\n> **note** {n}\n"));
+        }
+        s
+    }
+}
+
+/// The volume report's summary table over all variants:
+/// `Test Description | vs | Avg TPS | TPS Delta (Overall) | TPS Delta (Last window)`,
+/// Avg TPS being the subject's; deltas beyond 3σ in bold.
+pub fn report_table(variants: &[VariantReport]) -> String {
+    let subject = variants
+        .iter()
+        .find_map(|v| v.subject.clone())
+        .unwrap_or_else(|| "subject".to_string());
+    let mut s = format!(
+        "| Test Description | vs | Avg TPS ({subject}) | TPS Delta (Overall) | TPS Delta (Last window) |\n|:---|:---|---:|---:|---:|\n"
+    );
+    for v in variants {
+        let avg = v
+            .subject
+            .as_ref()
+            .and_then(|s| v.targets.get(s))
+            .filter(|t| t.runs_ok > 0)
+            .map_or_else(|| "–".to_string(), |t| thousands(t.ops_per_sec.mean, 2));
+        if v.deltas.is_empty() {
+            s.push_str(&format!("| {} | – | {avg} | – | – |\n", v.description));
+        }
+        for d in &v.deltas {
+            let cell = |p: Option<f64>, sig: Option<bool>| {
+                if sig == Some(true) {
+                    format!("**{}**", pct(p))
+                } else {
+                    pct(p)
+                }
+            };
+            s.push_str(&format!(
+                "| {} | {} | {avg} | {} | {} |\n",
+                v.description,
+                d.peer,
+                cell(d.overall_pct, d.overall_significant),
+                cell(d.last_window_pct, d.last_window_significant)
+            ));
+        }
+    }
+    s
+}
+
+/// `+35.2%`, `-4.5%`, or `n/a`.
+pub fn pct(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p.is_finite() => format!("{p:+.1}%"),
+        _ => "n/a".to_string(),
+    }
+}
+
+/// Bytes as MiB, one decimal (`1,024.0 MiB`).
+pub fn mib(bytes: f64) -> String {
+    format!("{} MiB", thousands(bytes / (1u64 << 20) as f64, 1))
+}
+
+/// `x` with `decimals` decimals and thousands separators (`12,679.91`).
+pub fn thousands(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    let text = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = match text.split_once('.') {
+        Some((i, f)) => (i.to_string(), Some(f.to_string())),
+        None => (text, None),
+    };
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if x < 0.0 && text_is_nonzero(&grouped, frac.as_deref()) {
+        "-"
+    } else {
+        ""
+    };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+fn text_is_nonzero(int: &str, frac: Option<&str>) -> bool {
+    int.chars()
+        .chain(frac.unwrap_or("").chars())
+        .any(|c| c.is_ascii_digit() && c != '0')
+}
+
+/// A float without a useless fractional part (`2`, `2.5`).
+pub fn trim_float(x: f64) -> String {
+    if (x - x.round()).abs() < 0.05 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::OpSummary;
+    use crate::stats::Percentiles;
+    use crate::workload::Operations;
+
+    fn workload(value_size_bytes: u64) -> Workload {
+        Workload {
+            value_size_bytes,
+            operations: Operations {
+                get: 5,
+                update: 1,
+                ..Operations::default()
+            },
+            ..Workload::default()
+        }
+    }
+
+    fn op(successful: u64, not_found: u64, p99: u64) -> OpSummary {
+        OpSummary {
+            total: successful,
+            successful,
+            failed: 0,
+            not_found,
+            ops_per_sec: 0.0,
+            latency_us: Percentiles {
+                p99,
+                ..Percentiles::default()
+            },
+            service_time_us: None,
+        }
+    }
+
+    /// A synthetic `summary.json` of a run.
+    fn summary(target: &str, ops_per_sec: f64, last: f64, gets: u64, updates: u64) -> RunSummary {
+        RunSummary {
+            workload: workload(8192),
+            target: target.into(),
+            seed: 1,
+            started_at: "2026-11-21T00:00:00Z".into(),
+            elapsed_s: 20.0,
+            intervals: 20,
+            preload: None,
+            ops: [
+                ("get".to_string(), op(gets, gets / 4, 800)),
+                ("update".to_string(), op(updates, 0, 2300)),
+            ]
+            .into_iter()
+            .collect(),
+            total: gets + updates,
+            successful: gets + updates,
+            failed: 0,
+            not_found: gets / 4,
+            ops_per_sec,
+            last_window_ops_per_sec: last,
+            last_window_s: 2.0,
+            disk_bytes: None,
+            chart_error: None,
+        }
+    }
+
+    fn record(target: &str, repeat: u32, s: Option<&RunSummary>) -> RunRecord {
+        RunRecord {
+            variant: "8k-sync".into(),
+            target: target.into(),
+            repeat,
+            sequence: 1,
+            dir: format!("8k-sync/{target}-r{repeat}"),
+            wall_s: 21.0,
+            error: s.is_none().then(|| "killed by signal 9 (OOM)".to_string()),
+            metrics: s.map(RunMetrics::from_summary),
+            memory: Some(CgroupStats {
+                limit_bytes: 256 << 20,
+                max_usage_bytes: 256 << 20,
+                max_rss_bytes: 250 << 20,
+                limit_hits: 10,
+                oom_kills: 0,
+            }),
+        }
+    }
+
+    fn order() -> Vec<String> {
+        vec!["tablinum".into(), "rocksdb".into(), "fjall".into()]
+    }
+
+    #[test]
+    fn metrics_come_from_the_summary() {
+        let m = RunMetrics::from_summary(&summary("tablinum", 1000.0, 900.0, 400, 100));
+        assert_eq!(m.get_p99_us, 800.0);
+        assert_eq!(m.update_p99_us, 2300.0);
+        assert_eq!(m.get_found_pct, 75.0);
+        assert_eq!(m.updates, 100);
+        assert_eq!(m.data_written_bytes, 100 * 8192);
+    }
+
+    #[test]
+    fn deltas_are_subject_over_peer_with_three_sigma_only_for_repeats() {
+        let runs = vec![
+            record(
+                "tablinum",
+                1,
+                Some(&summary("tablinum", 1352.0, 1401.0, 4000, 800)),
+            ),
+            record(
+                "rocksdb",
+                1,
+                Some(&summary("rocksdb", 1000.0, 1000.0, 4000, 800)),
+            ),
+            record("fjall", 1, None),
+        ];
+        let v = VariantReport::build(
+            "8k-sync",
+            "8KB value, 16 workers, sync",
+            &workload(8192),
+            true,
+            &order(),
+            &runs,
+            Some(256 << 20),
+        );
+        assert_eq!(v.subject.as_deref(), Some("tablinum"));
+        assert_eq!(v.deltas.len(), 2);
+        let d = &v.deltas[0];
+        assert_eq!(d.peer, "rocksdb");
+        assert!((d.overall_pct.unwrap_or(0.0) - 35.2).abs() < 1e-9, "{d:?}");
+        assert!(
+            (d.last_window_pct.unwrap_or(0.0) - 40.1).abs() < 1e-9,
+            "{d:?}"
+        );
+        assert_eq!(d.overall_three_sigma_pct, None);
+        assert_eq!(d.line(), "tablinum vs rocksdb: +35.2% / +40.1%");
+        // A peer without a successful run has no delta.
+        assert_eq!(v.deltas[1].overall_pct, None);
+        assert_eq!(v.deltas[1].line(), "tablinum vs fjall: n/a / n/a");
+        let fjall = &v.targets["fjall"];
+        assert_eq!((fjall.runs_ok, fjall.runs_failed), (0, 1));
+        // Notes: the failure, and data far below 2x the limit (800 x 8 KiB).
+        assert!(
+            v.notes.iter().any(|n| n.contains("FAILED")),
+            "{:?}",
+            v.notes
+        );
+        assert!(
+            v.notes.iter().any(|n| n.contains("page cache")),
+            "{:?}",
+            v.notes
+        );
+
+        let table = v.table(&order(), Some(256 << 20));
+        assert!(
+            table.starts_with("### 8k-sync — 8KB value, 16 workers, sync\n"),
+            "{table}"
+        );
+        assert!(table.contains("| last 2 s ops/s |"), "{table}");
+        assert!(
+            table.contains("| tablinum | 1 | 1,352.0 | – | 1,401.0 | 800 | 2,300 | 75.0% | 6.2 MiB (0.0×) | 250.0 MiB |"),
+            "{table}"
+        );
+        assert!(table.contains("| fjall | 0 (+1 failed) | – |"), "{table}");
+        assert!(
+            table.contains("- tablinum vs rocksdb: +35.2% / +40.1%\n"),
+            "{table}"
+        );
+
+        let report = report_table(std::slice::from_ref(&v));
+        assert!(report.contains("Avg TPS (tablinum)"), "{report}");
+        assert!(
+            report
+                .contains("| 8KB value, 16 workers, sync | rocksdb | 1,352.00 | +35.2% | +40.1% |"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn repeats_give_mean_sd_values_and_significance() {
+        let t = |r, ops, last| record("tablinum", r, Some(&summary("tablinum", ops, last, 10, 10)));
+        let p = |r, ops, last| record("rocksdb", r, Some(&summary("rocksdb", ops, last, 10, 10)));
+        let runs = vec![
+            t(1, 1500.0, 1500.0),
+            p(1, 1000.0, 1000.0),
+            p(2, 1010.0, 1300.0),
+            t(2, 1510.0, 1000.0),
+            t(3, 1490.0, 1400.0),
+            p(3, 990.0, 1100.0),
+        ];
+        let order = vec!["tablinum".to_string(), "rocksdb".to_string()];
+        let v = VariantReport::build("x", "x", &workload(4096), false, &order, &runs, None);
+        let tab = &v.targets["tablinum"];
+        assert_eq!(tab.ops_per_sec.values, vec![1500.0, 1510.0, 1490.0]);
+        assert!((tab.ops_per_sec.mean - 1500.0).abs() < 1e-9);
+        assert!((tab.ops_per_sec.sd - 10.0).abs() < 1e-9);
+        let d = &v.deltas[0];
+        assert!((d.overall_pct.unwrap_or(0.0) - 50.0).abs() < 1e-9);
+        assert_eq!(d.overall_significant, Some(true));
+        // Noisy tails: +14.7% but far inside 3σ.
+        assert_eq!(d.last_window_significant, Some(false));
+        assert!(
+            d.line().contains("significant / within noise"),
+            "{}",
+            d.line()
+        );
+        assert!(v.notes.is_empty(), "{:?}", v.notes);
+        let report = report_table(&[v]);
+        assert!(report.contains("| **+50.0%** | +14.7% |"), "{report}");
+    }
+
+    #[test]
+    fn numbers_are_formatted_like_the_report() {
+        assert_eq!(thousands(12_679.912, 2), "12,679.91");
+        assert_eq!(thousands(999.0, 0), "999");
+        assert_eq!(thousands(1_000_000.0, 0), "1,000,000");
+        assert_eq!(thousands(-1234.5, 1), "-1,234.5");
+        assert_eq!(thousands(-0.01, 1), "0.0");
+        assert_eq!(thousands(f64::NAN, 1), "n/a");
+        assert_eq!(pct(Some(-4.48)), "-4.5%");
+        assert_eq!(pct(Some(70.81)), "+70.8%");
+        assert_eq!(pct(None), "n/a");
+        assert_eq!(trim_float(2.0), "2");
+        assert_eq!(trim_float(2.5), "2.5");
+    }
+}
