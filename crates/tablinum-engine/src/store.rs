@@ -264,7 +264,10 @@ struct Inner {
     written_total: AtomicU64,
     /// The active segment's handle and path, for group-commit fsync.
     sync_target: Mutex<(Arc<fs::File>, PathBuf)>,
-    sync_lock: Mutex<()>,
+    /// True while a group-commit leader is in fdatasync; followers wait on
+    /// `sync_cv` and are all woken at once when it finishes.
+    syncing: Mutex<bool>,
+    sync_cv: Condvar,
     dead: Mutex<HashMap<u64, u64>>,
     pending_gc: Mutex<Vec<(usize, GcEdit)>>,
     gc_lock: Mutex<Option<Instant>>,
@@ -1147,27 +1150,48 @@ impl Inner {
         Ok(last_seq)
     }
 
-    /// Group commit: one fdatasync covers every writer that appended before it.
+    /// Group commit: one fdatasync covers every writer that appended before
+    /// it. One writer at a time leads; the others wait and are all woken
+    /// together (a mutex hand-off would wake them one by one, which on two
+    /// cores cost more than the fsync itself).
     fn group_sync(&self, end: u64) -> Result<()> {
-        if self.synced_total.load(Ordering::Acquire) >= end {
-            return Ok(());
+        loop {
+            if self.synced_total.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            let mut syncing = self.syncing.lock();
+            if self.synced_total.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            if *syncing {
+                self.sync_cv.wait(&mut syncing);
+                drop(syncing);
+                // After a failed fsync the state of the page cache is
+                // unknown: never retry it, fail every waiter instead.
+                if let Some(e) = self.bg_error.lock().as_ref() {
+                    return Err(Error::Background(e.clone()));
+                }
+                continue;
+            }
+            *syncing = true;
+            drop(syncing);
+            // Read the total before the handle: if a roll happens in between,
+            // the roll's own fsync covers the old segment and this one covers
+            // the new, so everything up to `total` is durable afterwards.
+            let total = self.written_total.load(Ordering::Acquire);
+            let (file, path) = self.sync_target.lock().clone();
+            let r = file.sync_data();
+            if r.is_ok() {
+                self.synced_total.fetch_max(total, Ordering::AcqRel);
+            }
+            *self.syncing.lock() = false;
+            self.sync_cv.notify_all();
+            if let Err(e) = r {
+                let e = Error::io("fsync journal", path, e);
+                self.fail_background(&e);
+                return Err(e);
+            }
         }
-        let _g = self.sync_lock.lock();
-        if self.synced_total.load(Ordering::Acquire) >= end {
-            return Ok(());
-        }
-        // Read the total before the handle: if a roll happens in between,
-        // the roll's own fsync covers the old segment and this one covers
-        // the new, so everything up to `total` is durable afterwards.
-        let total = self.written_total.load(Ordering::Acquire);
-        let (file, path) = self.sync_target.lock().clone();
-        if let Err(e) = file.sync_data() {
-            let e = Error::io("fsync journal", path, e);
-            self.fail_background(&e);
-            return Err(e);
-        }
-        self.synced_total.fetch_max(total, Ordering::AcqRel);
-        Ok(())
     }
 
     fn install(
@@ -1635,7 +1659,8 @@ impl Store {
             synced_total: AtomicU64::new(0),
             written_total: AtomicU64::new(0),
             sync_target,
-            sync_lock: Mutex::new(()),
+            syncing: Mutex::new(false),
+            sync_cv: Condvar::new(),
             dead: Mutex::new(HashMap::new()),
             pending_gc: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(None),
