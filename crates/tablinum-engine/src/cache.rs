@@ -24,6 +24,21 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
     }
 }
 
+/// Tells the kernel that reads of `f` are random, turning off its
+/// read-ahead: a GET reads one record, and read-ahead of the neighbours
+/// would spend page cache (and, under a memory limit, evict hot pages) on
+/// data nobody asked for. Scans do their own read-ahead. Advisory only:
+/// a failure changes nothing but speed, so it is ignored.
+#[allow(unsafe_code)]
+fn advise_random(f: &File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor
+    // is valid for the duration of the call because `f` is borrowed.
+    unsafe {
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+    }
+}
+
 /// File handles and decoded blocks, bounded.
 pub struct Caches {
     files: Cache<u64, Arc<File>>,
@@ -55,9 +70,9 @@ impl Caches {
     /// A read handle on file `id` at `path`, opened on a miss.
     pub fn file(&self, id: u64, path: &Path) -> Result<Arc<File>> {
         self.files.get_or_insert_with(&id, || {
-            File::open(path)
-                .map(Arc::new)
-                .map_err(|e| Error::io("open for read", path, e))
+            let f = File::open(path).map_err(|e| Error::io("open for read", path, e))?;
+            advise_random(&f);
+            Ok(Arc::new(f))
         })
     }
 

@@ -1229,6 +1229,9 @@ impl Inner {
                 }
             }
             for s in &edit.add {
+                if segments.contains_key(&s.id) {
+                    continue;
+                }
                 segments.insert(
                     s.id,
                     Arc::new(Segment {
@@ -2218,6 +2221,30 @@ impl Inner {
         }
         manifest::sync_dir(&inner.journal_dir)?;
         report.bytes_after = new_metas.iter().map(|m| m.size).sum();
+        // Make the new segments readable before any pointer refers to them
+        // (they join the manifest with the flush that carries the edit; a
+        // crash before that deletes them and the old pointers stay valid).
+        {
+            let mut g = inner.sv.write();
+            let mut segments = g.segments.clone();
+            for m in &new_metas {
+                segments.insert(
+                    m.id,
+                    Arc::new(Segment {
+                        id: m.id,
+                        path: segment::segment_path(&inner.journal_dir, m.id, m.kind),
+                        caches: inner.caches.clone(),
+                        obsolete: AtomicBool::new(false),
+                    }),
+                );
+            }
+            *g = Arc::new(SuperVersion {
+                mems: g.mems.clone(),
+                levels: g.levels.clone(),
+                segments,
+                debt_bytes: g.debt_bytes,
+            });
+        }
         // Switch pointers under the writer lock, re-checking each entry.
         {
             let w = inner.writer.lock();
