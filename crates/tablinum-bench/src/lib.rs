@@ -9,7 +9,9 @@
 //! [`generators`] (keys, values, op mix) → [`runner`] (workers, schedule,
 //! reporter) → [`stats`] (HDR histograms) → [`output`] (CSV, JSON) and
 //! [`chart`] (PNG); [`mod@compare`] reads run directories back; [`targets`] maps
-//! `--target` names to stores; [`cli`] wires the subcommands.
+//! `--target` names to stores; [`scenario`] reproduces the reports'
+//! experiments (each run a child process under a cgroup memory limit);
+//! [`cli`] wires the subcommands.
 
 pub mod chart;
 pub mod cli;

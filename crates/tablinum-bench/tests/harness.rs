@@ -481,3 +481,42 @@ fn example_workloads_are_valid() {
     }
     assert!(n >= 4, "found {n} workloads in {}", dir.display());
 }
+
+/// `tablinum:KEY=VALUE` opens the engine with an override; bad overrides
+/// are refused with the key named.
+#[test]
+fn tablinum_target_overrides_are_parsed_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tablinum_bench::target::TargetConfig {
+        dir: dir.path().join("a"),
+        sync: false,
+        cache_bytes: 1 << 20,
+    };
+    let t = tablinum_bench::targets::open_target(
+        "tablinum:inline_value_bytes_max=0,value_compression=false",
+        &cfg,
+    )
+    .unwrap();
+    t.put(b"k", b"v").unwrap();
+    assert_eq!(t.get(b"k").unwrap().unwrap(), b"v");
+    t.close().unwrap();
+    for (bad, named) in [
+        ("tablinum:nonsense=1", "nonsense"),
+        (
+            "tablinum:inline_value_bytes_max=x",
+            "inline_value_bytes_max",
+        ),
+        ("tablinum:novalue", "novalue"),
+    ] {
+        let cfg = tablinum_bench::target::TargetConfig {
+            dir: dir.path().join("b"),
+            sync: false,
+            cache_bytes: 1 << 20,
+        };
+        let e = tablinum_bench::targets::open_target(bad, &cfg)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(named), "{bad}: {e}");
+    }
+}

@@ -38,6 +38,9 @@ pub fn open_target(name: &str, cfg: &TargetConfig) -> Result<Box<dyn Target>, Be
     match name {
         TablinumTarget::NAME => Ok(Box::new(TablinumTarget::open(cfg).map_err(open_err)?)),
         MemoryTarget::NAME => Ok(Box::new(MemoryTarget::new())),
+        _ if name.starts_with("tablinum:") => Ok(Box::new(
+            TablinumTarget::open_with(cfg, &name["tablinum:".len()..]).map_err(open_err)?,
+        )),
         #[cfg(feature = "peers")]
         _ if PEER_TARGET_NAMES.contains(&name) => tablinum_peers::open(name, cfg).map_err(open_err),
         _ => Err(BenchError::UnknownTarget {

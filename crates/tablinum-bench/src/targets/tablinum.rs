@@ -3,7 +3,10 @@
 //!
 //! Owns only the mapping from [`TargetConfig`] to engine [`Options`] and from
 //! engine errors to [`TargetError`]. It must never tune the engine beyond what
-//! every target gets (durability and cache bytes), so comparisons stay fair.
+//! every target gets (durability and cache bytes), so comparisons stay fair;
+//! the one exception is an explicit override list (`--target
+//! tablinum:inline_value_bytes_max=0`) for the engine's own tuning sweeps,
+//! never used by a scenario that compares against peers.
 
 use std::ops::Bound;
 
@@ -26,9 +29,16 @@ impl TablinumTarget {
 
     /// Opens (or creates) a store in `cfg.dir`.
     pub fn open(cfg: &TargetConfig) -> Result<TablinumTarget, TargetError> {
+        Self::open_with(cfg, "")
+    }
+
+    /// Opens with engine option overrides, `key=value` separated by commas.
+    /// Known keys: `inline_value_bytes_max`, `memtable_bytes_max`,
+    /// `value_compression`.
+    pub fn open_with(cfg: &TargetConfig, overrides: &str) -> Result<TablinumTarget, TargetError> {
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
-        let opts = Options {
+        let mut opts = Options {
             durability: if cfg.sync {
                 Durability::Sync
             } else {
@@ -37,6 +47,23 @@ impl TablinumTarget {
             block_cache_bytes: cfg.cache_bytes,
             ..Options::default()
         };
+        for kv in overrides.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                TargetError(format!("engine override `{kv}`: expected KEY=VALUE"))
+            })?;
+            let bad =
+                |e: &dyn std::fmt::Display| TargetError(format!("engine override `{k}`: {e}"));
+            match k {
+                "inline_value_bytes_max" => opts.inline_value_bytes_max = v.parse().map_err(|e| bad(&e))?,
+                "memtable_bytes_max" => opts.memtable_bytes_max = v.parse().map_err(|e| bad(&e))?,
+                "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
+                _ => {
+                    return Err(TargetError(format!(
+                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression)"
+                    )))
+                }
+            }
+        }
         Ok(TablinumTarget {
             store: Store::open(&cfg.dir, opts).map_err(err)?,
         })
