@@ -2487,3 +2487,25 @@ impl Snapshot {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_compaction_window_wraps_past_midnight() {
+        assert!(in_window(0, (0, 24)) && in_window(23, (0, 24)));
+        assert!(in_window(2, (1, 5)) && !in_window(5, (1, 5)) && !in_window(0, (1, 5)));
+        // 22:00 to 04:00 UTC.
+        assert!(in_window(23, (22, 4)) && in_window(3, (22, 4)));
+        assert!(!in_window(4, (22, 4)) && !in_window(12, (22, 4)));
+        assert!(!in_window(7, (7, 7)));
+    }
+
+    #[test]
+    fn prefix_end_is_the_next_prefix() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xFF, 0xFF]), None);
+    }
+}
