@@ -23,10 +23,12 @@ pub struct SegmentStat {
 }
 
 impl SegmentStat {
-    /// Live share in percent (100 when empty: nothing to gain).
+    /// Live share in percent (0 when empty).
     pub fn live_pct(&self) -> f64 {
         if self.record_bytes == 0 {
-            return 100.0;
+            // An empty sealed segment (a store opened and closed without
+            // writes) is pure overhead: compacting it just removes it.
+            return 0.0;
         }
         100.0 * self.record_bytes.saturating_sub(self.dead_bytes) as f64 / self.record_bytes as f64
     }
@@ -45,7 +47,7 @@ pub struct GcPolicy {
 
 /// The best run (segment ids, adjacent in `stats` order) or `None`.
 pub fn choose(stats: &[SegmentStat], persisted_seq: u64, policy: &GcPolicy) -> Option<Vec<u64>> {
-    let eligible = |s: &SegmentStat| s.sealed && s.max_seq <= persisted_seq && s.record_bytes > 0;
+    let eligible = |s: &SegmentStat| s.sealed && s.max_seq <= persisted_seq;
     let max_len = policy.run_segments_max.max(1);
     let target = |len: usize| -> f64 {
         if max_len == 1 {

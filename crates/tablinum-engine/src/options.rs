@@ -30,6 +30,9 @@ pub const INDEX_TERMS_MAX: usize = 64;
 pub const INDEX_NAME_BYTES_MAX: usize = 64;
 /// Hard limit on an index term's length in bytes.
 pub const INDEX_TERM_BYTES_MAX: usize = 1024;
+/// Hard limit on an object's encoded index terms (the journal record and
+/// the ledger entry store this length in 16 bits).
+pub const INDEX_TERMS_ENCODED_BYTES_MAX: usize = u16::MAX as usize;
 /// Hard limit on operations in one atomic batch.
 pub const BATCH_OPS_MAX: usize = 100_000;
 

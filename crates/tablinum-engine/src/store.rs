@@ -46,13 +46,15 @@ use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
 use crate::ledger::sst::{SstMeta, SstReader, SstWriter};
 use crate::manifest::{self, ManifestState, SegmentMeta};
 use crate::options::{
-    Durability, Options, BATCH_OPS_MAX, INDEX_NAME_BYTES_MAX, INDEX_TERMS_MAX,
-    INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX, VALUE_BYTES_MAX,
+    Durability, Options, BATCH_OPS_MAX, INDEX_NAME_BYTES_MAX, INDEX_TERMS_ENCODED_BYTES_MAX,
+    INDEX_TERMS_MAX, INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX, VALUE_BYTES_MAX,
 };
 
 const JOURNAL_DIR: &str = "journal";
 const LEDGER_DIR: &str = "ledger";
 const LOCK_FILE: &str = "LOCK";
+/// Present while a ledger rebuild from the journal is in progress.
+const REBUILD_MARKER_FILE: &str = "REBUILDING";
 /// How often background threads wake up without a signal.
 const BG_TICK_MS: u64 = 200;
 /// How long a stalled writer waits between re-checks.
@@ -374,6 +376,19 @@ fn validate_put(key: &[u8], value: &[u8], opts: &PutOptions) -> Result<()> {
                 ),
             ));
         }
+    }
+    let encoded: usize = opts
+        .index_terms
+        .iter()
+        .map(|(n, t)| 3 + n.len() + t.len())
+        .sum();
+    if encoded > INDEX_TERMS_ENCODED_BYTES_MAX {
+        return Err(Error::invalid(
+            "index_terms",
+            format!(
+                "{encoded} encoded bytes exceeds INDEX_TERMS_ENCODED_BYTES_MAX = {INDEX_TERMS_ENCODED_BYTES_MAX} bytes"
+            ),
+        ));
     }
     Ok(())
 }
@@ -938,23 +953,40 @@ impl Inner {
     }
 
     /// Seals the active segment and opens a new one (caller holds the writer lock).
+    /// Seals the active segment and opens a new one (caller holds the writer
+    /// lock). Any failure is fatal for the store: a half-done roll must not
+    /// be retried (an fsync error is reported once) nor leave the in-memory
+    /// manifest ahead of the one on disk.
     fn roll(&self, w: &mut WriterState) -> Result<()> {
+        let r = self.roll_once(w);
+        if let Err(e) = &r {
+            self.fail_background(e);
+        }
+        r
+    }
+
+    fn roll_once(&self, w: &mut WriterState) -> Result<()> {
         w.seg.sync()?;
         self.synced_total
             .fetch_max(w.written_total, Ordering::AcqRel);
         let mut meta = self.meta.lock();
         let id = meta.state.next_file_id;
-        meta.state.next_file_id += 1;
         let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
         new.sync()?;
+        manifest::sync_dir(&self.journal_dir)?;
         let sealed_seq = w.next_seq - 1;
         let old_id = w.seg.id;
         let old_len = w.seg.len;
-        if let Some(m) = meta.state.segments.iter_mut().find(|s| s.id == old_id) {
+        // Edit a copy; the live state changes only once the copy is on disk.
+        let mut next = MetaState {
+            state: meta.state.clone(),
+        };
+        next.state.next_file_id = id + 1;
+        if let Some(m) = next.state.segments.iter_mut().find(|s| s.id == old_id) {
             m.max_seq = sealed_seq;
             m.size = old_len;
         }
-        meta.state.segments.push(SegmentMeta {
+        next.state.segments.push(SegmentMeta {
             id,
             kind: SegmentKind::Write,
             min_seq: w.next_seq,
@@ -962,7 +994,8 @@ impl Inner {
             size: 0,
             dead_bytes: 0,
         });
-        self.save_manifest(&mut meta)?;
+        self.save_manifest(&mut next)?;
+        meta.state = next.state;
         let seg = Arc::new(Segment {
             id,
             path: new.path.clone(),
@@ -1136,7 +1169,8 @@ impl Inner {
                         inline: p.inline,
                     },
                     false,
-                )?;
+                )
+                .inspect_err(|e| self.fail_background(e))?;
                 off += len as u64;
             }
             if sv.mems[0].bytes() >= self.opts.memtable_bytes_max {
@@ -1341,6 +1375,10 @@ impl Inner {
                 .flat_map(|e| e.add.iter().cloned())
                 .collect(),
         });
+        // The table points into the journal: every byte it may point at must
+        // be durable before the manifest names the table and advances
+        // persisted_seq (under NoSync nothing else would have synced it).
+        self.group_sync(self.written_total.load(Ordering::Acquire))?;
         let mut meta = self.meta.lock();
         let cur = self.current();
         let mut levels = cur.levels.clone();
@@ -1505,7 +1543,10 @@ impl Store {
             return Err(Error::Locked(dir));
         }
         let manifest_found = manifest::load(&dir)?;
-        let ledger_missing = !ledger_dir.exists();
+        // A rebuild interrupted by a crash left a marker: its half-built
+        // ledger cannot be trusted, so rebuild again from scratch.
+        let rebuild_marker = dir.join(REBUILD_MARKER_FILE);
+        let ledger_missing = !ledger_dir.exists() || rebuild_marker.exists();
         let journal_existed = journal_dir.exists();
         fs::create_dir_all(&journal_dir)
             .map_err(|e| Error::io("create journal directory", &journal_dir, e))?;
@@ -1572,6 +1613,23 @@ impl Store {
             ),
         };
         state.levels.resize(LEVELS, Vec::new());
+        if state.persisted_seq >= record::SEQ_LIMIT || state.next_file_id >= record::SEQ_LIMIT {
+            return Err(Error::corrupt(
+                dir.join(manifest::MANIFEST_FILE),
+                0,
+                "sequence number or file id out of range",
+            ));
+        }
+        if !rebuild && rebuild_marker.exists() {
+            // Stale marker of a store that has nothing to rebuild from.
+            fs::remove_file(&rebuild_marker)
+                .map_err(|e| Error::io("remove rebuild marker", &rebuild_marker, e))?;
+        }
+        if rebuild {
+            fs::write(&rebuild_marker, b"ledger rebuild in progress\n")
+                .map_err(|e| Error::io("create rebuild marker", &rebuild_marker, e))?;
+            manifest::sync_dir(&dir)?;
+        }
 
         // Remove files the manifest does not name (unfinished flushes,
         // compactions, journal compactions, obsolete files of a crash).
@@ -1855,6 +1913,9 @@ impl Store {
             let mut meta = inner.meta.lock();
             meta.state.persisted_seq = max_seq;
             inner.save_manifest(&mut meta)?;
+            let marker = inner.dir.join(REBUILD_MARKER_FILE);
+            fs::remove_file(&marker).map_err(|e| Error::io("remove rebuild marker", &marker, e))?;
+            manifest::sync_dir(&inner.dir)?;
         }
         Ok(())
     }
@@ -2146,10 +2207,17 @@ impl Inner {
                     offset: off,
                     len,
                 };
-                let live = cur
+                let current = cur
                     .as_ref()
-                    .is_some_and(|e| e.seq == rec.seq && e.loc == here)
-                    && !(rec.kind == KIND_DELETE && others_min_seq > rec.seq);
+                    .is_some_and(|e| e.seq == rec.seq && e.loc == here);
+                // A delete record must outlive every older put of its key
+                // in the journal (a rebuilt ledger would resurrect it), even
+                // after the ledger itself dropped the tombstone.
+                let live = if rec.kind == KIND_DELETE {
+                    others_min_seq < rec.seq && (cur.is_none() || current)
+                } else {
+                    current
+                };
                 if !live {
                     report.records_dropped += 1;
                     return Ok(());
@@ -2249,15 +2317,20 @@ impl Inner {
         {
             let w = inner.writer.lock();
             let sv = inner.current();
+            // Every lookup first: an error here leaves the memtable untouched.
+            let mut switches = Vec::with_capacity(relocs.len());
             for (key, seq, old, new) in &relocs {
                 let lk = entry::object_key(key);
                 if let Some(cur) = lookup(&sv, &lk)? {
                     if cur.seq == *seq && cur.loc == *old {
                         let mut e = (*cur).clone();
                         e.loc = *new;
-                        sv.mems[0].insert(lk, e);
+                        switches.push((lk, e));
                     }
                 }
+            }
+            for (lk, e) in switches {
+                sv.mems[0].insert(lk, e);
             }
             // Register the edit against the memtable about to be frozen
             // *before* freezing it, so the flush cannot miss it.
@@ -2271,8 +2344,8 @@ impl Inner {
             ));
             inner.rotate(w.next_seq - 1);
         }
-        drop(last);
-        // Wait until the flush that carries the edit has landed.
+        // Wait until the flush that carries the edit has landed, still
+        // holding `gc_lock` so no second run picks the same segments.
         let deadline = Instant::now() + Duration::from_secs(600);
         loop {
             inner.check_open()?;
@@ -2291,6 +2364,7 @@ impl Inner {
                 .bg_cv
                 .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
         }
+        drop(last);
         Ok(report)
     }
 }

@@ -357,3 +357,106 @@ fn reads_during_journal_compaction_never_fail() {
     assert!(reader.join().unwrap() > 0);
     assert!(runs > 0);
 }
+
+/// Regression (review): index terms whose encoding exceeded 16 bits were
+/// accepted, and the wrapped length made the record unreadable.
+#[test]
+fn oversized_index_terms_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small_opts()).unwrap();
+    let terms: Vec<(Vec<u8>, Vec<u8>)> = (0..61u8)
+        .map(|i| {
+            (
+                vec![b'n'; 63].into_iter().chain([i]).collect(),
+                vec![b't'; 1024],
+            )
+        })
+        .collect();
+    let opts = PutOptions {
+        metadata: vec![],
+        index_terms: terms,
+    };
+    let e = s.put_with(b"k", &val(1, 600), &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("INDEX_TERMS_ENCODED_BYTES_MAX"),
+        "{e}"
+    );
+    assert_eq!(s.get(b"k").unwrap(), None);
+}
+
+/// Regression (review): journal compaction dropped a delete record once the
+/// ledger had dropped its tombstone, so a ledger rebuilt from the journal
+/// resurrected the deleted key from an older segment.
+#[test]
+fn deleted_key_stays_deleted_after_journal_compaction_and_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        journal_compaction_hours: None,
+        ..small_opts()
+    };
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    s.put(b"victim", &val(7, 2000)).unwrap();
+    for i in 0..60u32 {
+        s.put(format!("keep{i:03}").as_bytes(), &val(i, 2000))
+            .unwrap();
+    }
+    for round in 0..4u32 {
+        if round == 1 {
+            // Lands amid junk that later rounds overwrite, so its segment
+            // is almost all dead and gets compacted.
+            s.delete(b"victim").unwrap();
+        }
+        for i in 0..60u32 {
+            s.put(format!("junk{i:03}").as_bytes(), &val(i + round, 2000))
+                .unwrap();
+        }
+        // Separate L0 tables, so the ledger compaction below merges them
+        // into the bottom level and drops the tombstone.
+        s.flush().unwrap();
+    }
+    s.compact_ledger().unwrap();
+    let mut runs = 0;
+    while !s.compact_journal().unwrap().segments_compacted.is_empty() {
+        runs += 1;
+        assert!(runs < 50);
+    }
+    assert!(runs > 0);
+    s.close().unwrap();
+    drop(s);
+    std::fs::remove_dir_all(dir.path().join("ledger")).unwrap();
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(s.get(b"victim").unwrap(), None);
+    assert_eq!(s.get(b"keep007").unwrap(), Some(val(7, 2000)));
+}
+
+/// Segments of opens without writes are removed by journal compaction, and
+/// a leftover rebuild marker (a rebuild interrupted by a crash) makes the
+/// next open rebuild the ledger again.
+#[test]
+fn empty_segments_are_reclaimed_and_interrupted_rebuilds_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        journal_compaction_hours: None,
+        ..small_opts()
+    };
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    s.put(b"a", b"1").unwrap();
+    drop(s);
+    for _ in 0..4 {
+        drop(Store::open(dir.path(), opts.clone()).unwrap());
+    }
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    let before = s.stats().journal_segments;
+    s.compact_journal().unwrap();
+    assert!(
+        s.stats().journal_segments < before,
+        "{} segments before and after",
+        before
+    );
+    assert_eq!(s.get(b"a").unwrap().unwrap(), b"1");
+    drop(s);
+    std::fs::write(dir.path().join("REBUILDING"), b"").unwrap();
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert!(!dir.path().join("REBUILDING").exists());
+    assert_eq!(s.get(b"a").unwrap().unwrap(), b"1");
+}

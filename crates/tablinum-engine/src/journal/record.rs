@@ -13,6 +13,13 @@ use crate::options::{
 
 /// Bytes of the fixed record header.
 pub const HEADER_BYTES: usize = 32;
+/// Largest record any valid write can produce (header, longest key,
+/// metadata, index terms and value): a bound for lengths read from disk.
+pub const RECORD_BYTES_MAX: usize =
+    HEADER_BYTES + KEY_BYTES_MAX + METADATA_BYTES_MAX + u16::MAX as usize + VALUE_BYTES_MAX;
+/// Sequence numbers at or above this are treated as corruption, so that
+/// `seq + 1` can never overflow.
+pub const SEQ_LIMIT: u64 = 1 << 62;
 /// Kind byte of a put.
 pub const KIND_PUT: u8 = 1;
 /// Kind byte of a delete (tombstone).
@@ -101,14 +108,7 @@ pub fn peek_len(header: &[u8]) -> Option<usize> {
     let _crc = r.u32()?;
     let body = r.u32()? as usize;
     let total = body.checked_add(8)?;
-    if total < HEADER_BYTES
-        || total
-            > HEADER_BYTES
-                + KEY_BYTES_MAX
-                + METADATA_BYTES_MAX
-                + u16::MAX as usize
-                + VALUE_BYTES_MAX
-    {
+    if !(HEADER_BYTES..=RECORD_BYTES_MAX).contains(&total) {
         return None;
     }
     Some(total)
@@ -137,6 +137,9 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, &'static str> {
     let value_len = r.u32().ok_or("short header")?;
     let meta_len = r.u16().ok_or("short header")? as usize;
     let terms_len = r.u16().ok_or("short header")? as usize;
+    if seq >= SEQ_LIMIT {
+        return Err("sequence number out of range");
+    }
     if kind != KIND_PUT && kind != KIND_DELETE {
         return Err("unknown record kind");
     }

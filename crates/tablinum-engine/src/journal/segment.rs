@@ -157,6 +157,9 @@ impl SegmentWriter {
 
 /// Reads and checks one record at `offset` of length `len` through `file`.
 pub fn read_record(file: &File, path: &Path, offset: u64, len: u32) -> Result<Vec<u8>> {
+    if (len as usize) < record::HEADER_BYTES || len as usize > record::RECORD_BYTES_MAX {
+        return Err(Error::corrupt(path, offset, "record length out of range"));
+    }
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
