@@ -1,0 +1,136 @@
+//! The coordinator's merge: many tablet streams in key order, with skip and
+//! limit, a binary heap (O(log q) per row), cancellation of every stream the
+//! moment the limit is met, and counts of rows returned and wasted.
+//!
+//! A batch is acknowledged when its last row has been consumed by the merge,
+//! so a slow caller slows every tablet. In adaptive mode a stream's window
+//! doubles each time the merge has to wait for it. Never reorders rows of
+//! one stream and never reads a stream it has cancelled.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::channel::{Received, Receiver, StreamError};
+use crate::window::{after_wait, WindowMode};
+use crate::Row;
+
+/// What a merged query asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeQuery {
+    /// Rows to skip after merging.
+    pub skip: u64,
+    /// Rows to return after skipping (`u64::MAX`: all).
+    pub limit: u64,
+    /// Window policy of the streams (used to grow windows on waits).
+    pub mode: WindowMode,
+}
+
+/// Counters of one merged query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    /// Rows handed to the caller.
+    pub rows_returned: u64,
+    /// Rows consumed by `skip`.
+    pub rows_skipped: u64,
+    /// Rows sent by tablets but never used (buffered or queued at cancel).
+    pub rows_wasted: u64,
+    /// Times the merge had to wait for a tablet's next batch.
+    pub waits: u64,
+    /// Each stream's window when the query ended.
+    pub final_windows: Vec<u32>,
+}
+
+struct Cursor<'a> {
+    rx: &'a Receiver,
+    rows: VecDeque<Row>,
+    done: bool,
+}
+
+impl Cursor<'_> {
+    /// Makes sure a row is buffered unless the stream ended.
+    fn fill(&mut self, mode: WindowMode, stats: &mut MergeStats) -> Result<(), StreamError> {
+        while self.rows.is_empty() && !self.done {
+            if !self.rx.ready() {
+                stats.waits += 1;
+                let w = after_wait(mode, self.rx.window());
+                if w != self.rx.window() {
+                    self.rx.set_window(w);
+                }
+            }
+            match self.rx.recv()? {
+                Received::Batch(b) if b.is_empty() => self.rx.ack(),
+                Received::Batch(b) => self.rows = b.into(),
+                Received::End => self.done = true,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Merges `streams` (each sorted by key, keys unique across streams) in key
+/// order, handing rows to `out` after `skip`, until `limit` rows or the end.
+/// Every stream is cancelled before returning, on success or error.
+pub fn merge(
+    streams: &[Receiver],
+    query: &MergeQuery,
+    mut out: impl FnMut(Row),
+) -> Result<MergeStats, StreamError> {
+    let mut stats = MergeStats::default();
+    let mut cursors: Vec<Cursor<'_>> = streams
+        .iter()
+        .map(|rx| Cursor {
+            rx,
+            rows: VecDeque::new(),
+            done: false,
+        })
+        .collect();
+    let result = run(&mut cursors, query, &mut stats, &mut out);
+    for c in &cursors {
+        stats.rows_wasted += c.rows.len() as u64 + c.rx.cancel();
+    }
+    stats.final_windows = cursors.iter().map(|c| c.rx.window()).collect();
+    result.map(|()| stats)
+}
+
+fn run(
+    cursors: &mut [Cursor<'_>],
+    query: &MergeQuery,
+    stats: &mut MergeStats,
+    out: &mut impl FnMut(Row),
+) -> Result<(), StreamError> {
+    let mut heap: BinaryHeap<Reverse<(Vec<u8>, usize)>> = BinaryHeap::with_capacity(cursors.len());
+    for (i, c) in cursors.iter_mut().enumerate() {
+        c.fill(query.mode, stats)?;
+        if let Some((k, _)) = c.rows.front() {
+            heap.push(Reverse((k.clone(), i)));
+        }
+    }
+    while stats.rows_returned < query.limit {
+        let Some(Reverse((_, i))) = heap.pop() else {
+            break;
+        };
+        let c = &mut cursors[i];
+        let Some(row) = c.rows.pop_front() else {
+            continue;
+        };
+        if stats.rows_skipped < query.skip {
+            stats.rows_skipped += 1;
+        } else {
+            stats.rows_returned += 1;
+            out(row);
+        }
+        if c.rows.is_empty() {
+            // The batch is consumed: acknowledge, then fetch the next one
+            // unless the query is already satisfied.
+            c.rx.ack();
+            if stats.rows_returned >= query.limit {
+                break;
+            }
+            c.fill(query.mode, stats)?;
+        }
+        if let Some((k, _)) = c.rows.front() {
+            heap.push(Reverse((k.clone(), i)));
+        }
+    }
+    Ok(())
+}
