@@ -953,6 +953,34 @@ impl Inner {
     }
 
     /// Seals the active segment and opens a new one (caller holds the writer lock).
+    /// A read handle on journal segment `id`.
+    fn segment_handle(&self, id: u64, kind: SegmentKind) -> Arc<Segment> {
+        Arc::new(Segment {
+            id,
+            path: segment::segment_path(&self.journal_dir, id, kind),
+            caches: self.caches.clone(),
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    /// Makes segments readable through the current view (segments already
+    /// there keep their handle).
+    fn publish_segments(&self, segs: &[(u64, SegmentKind)]) {
+        let mut g = self.sv.write();
+        let mut segments = g.segments.clone();
+        for &(id, kind) in segs {
+            segments
+                .entry(id)
+                .or_insert_with(|| self.segment_handle(id, kind));
+        }
+        *g = Arc::new(SuperVersion {
+            mems: g.mems.clone(),
+            levels: g.levels.clone(),
+            segments,
+            debt_bytes: g.debt_bytes,
+        });
+    }
+
     /// Seals the active segment and opens a new one (caller holds the writer
     /// lock). Any failure is fatal for the store: a half-done roll must not
     /// be retried (an fsync error is reported once) nor leave the in-memory
@@ -996,23 +1024,7 @@ impl Inner {
         });
         self.save_manifest(&mut next)?;
         meta.state = next.state;
-        let seg = Arc::new(Segment {
-            id,
-            path: new.path.clone(),
-            caches: self.caches.clone(),
-            obsolete: AtomicBool::new(false),
-        });
-        {
-            let mut g = self.sv.write();
-            let mut segments = g.segments.clone();
-            segments.insert(id, seg);
-            *g = Arc::new(SuperVersion {
-                mems: g.mems.clone(),
-                levels: g.levels.clone(),
-                segments,
-                debt_bytes: g.debt_bytes,
-            });
-        }
+        self.publish_segments(&[(id, SegmentKind::Write)]);
         drop(meta);
         *self.sync_target.lock() = (Arc::new(new.try_clone_file()?), new.path.clone());
         w.seg = new;
@@ -1263,18 +1275,9 @@ impl Inner {
                 }
             }
             for s in &edit.add {
-                if segments.contains_key(&s.id) {
-                    continue;
-                }
-                segments.insert(
-                    s.id,
-                    Arc::new(Segment {
-                        id: s.id,
-                        path: segment::segment_path(&self.journal_dir, s.id, s.kind),
-                        caches: self.caches.clone(),
-                        obsolete: AtomicBool::new(false),
-                    }),
-                );
+                segments
+                    .entry(s.id)
+                    .or_insert_with(|| self.segment_handle(s.id, s.kind));
             }
         }
         *g = Arc::new(SuperVersion {
@@ -1881,25 +1884,7 @@ impl Store {
         w.seg.sync()?;
         manifest::sync_dir(&inner.journal_dir)?;
         inner.save_manifest(&mut meta)?;
-        {
-            let mut g = inner.sv.write();
-            let mut segments = g.segments.clone();
-            segments.insert(
-                active_id,
-                Arc::new(Segment {
-                    id: active_id,
-                    path: w.seg.path.clone(),
-                    caches: inner.caches.clone(),
-                    obsolete: AtomicBool::new(false),
-                }),
-            );
-            *g = Arc::new(SuperVersion {
-                mems: g.mems.clone(),
-                levels: g.levels.clone(),
-                segments,
-                debt_bytes: g.debt_bytes,
-            });
-        }
+        inner.publish_segments(&[(active_id, SegmentKind::Write)]);
         drop(meta);
         // Anything replayed is frozen so the flush persists it promptly,
         // sealed at the highest replayed sequence number.
@@ -2292,27 +2277,8 @@ impl Inner {
         // Make the new segments readable before any pointer refers to them
         // (they join the manifest with the flush that carries the edit; a
         // crash before that deletes them and the old pointers stay valid).
-        {
-            let mut g = inner.sv.write();
-            let mut segments = g.segments.clone();
-            for m in &new_metas {
-                segments.insert(
-                    m.id,
-                    Arc::new(Segment {
-                        id: m.id,
-                        path: segment::segment_path(&inner.journal_dir, m.id, m.kind),
-                        caches: inner.caches.clone(),
-                        obsolete: AtomicBool::new(false),
-                    }),
-                );
-            }
-            *g = Arc::new(SuperVersion {
-                mems: g.mems.clone(),
-                levels: g.levels.clone(),
-                segments,
-                debt_bytes: g.debt_bytes,
-            });
-        }
+        let added: Vec<(u64, SegmentKind)> = new_metas.iter().map(|m| (m.id, m.kind)).collect();
+        inner.publish_segments(&added);
         // Switch pointers under the writer lock, re-checking each entry.
         {
             let w = inner.writer.lock();
