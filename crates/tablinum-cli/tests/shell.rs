@@ -46,6 +46,11 @@ fn shell_writes_reads_and_survives_restart() {
         .args(["get", "b"])
         .output()
         .unwrap();
-    assert!(kv.status.success());
+    assert!(
+        kv.status.success(),
+        "stdout {} stderr {}",
+        String::from_utf8_lossy(&kv.stdout),
+        String::from_utf8_lossy(&kv.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&kv.stdout), "2\n");
 }

@@ -1942,9 +1942,16 @@ impl Store {
                     match inner.compact_once() {
                         Ok(true) => continue,
                         Ok(false) => {
-                            if let Err(e) = inner.scheduled_journal_compaction() {
-                                inner.fail_background(&e);
-                                return;
+                            match inner.scheduled_journal_compaction() {
+                                Ok(()) => {}
+                                // Closing interrupted the run: nothing failed
+                                // (its edit is flushed by close or dropped with
+                                // its unnamed segments at the next open).
+                                Err(Error::Closed) => return,
+                                Err(e) => {
+                                    inner.fail_background(&e);
+                                    return;
+                                }
                             }
                             let mut g = inner.bg_lock.lock();
                             inner
