@@ -97,6 +97,29 @@ enum BatchOp {
     },
 }
 
+/// One operation of a write, borrowing the caller's bytes (no copy on the
+/// write path).
+#[derive(Debug, Clone, Copy)]
+enum OpRef<'a> {
+    Put {
+        key: &'a [u8],
+        value: &'a [u8],
+        opts: &'a PutOptions,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+}
+
+impl BatchOp {
+    fn as_ref(&self) -> OpRef<'_> {
+        match self {
+            BatchOp::Put { key, value, opts } => OpRef::Put { key, value, opts },
+            BatchOp::Delete { key } => OpRef::Delete { key },
+        }
+    }
+}
+
 /// Operations applied atomically: after a crash either all or none are present.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
@@ -1041,7 +1064,7 @@ impl Inner {
         manifest::save(&self.dir, &meta.state)
     }
 
-    fn write_ops(&self, ops: &[BatchOp]) -> Result<u64> {
+    fn write_ops(&self, ops: &[OpRef<'_>]) -> Result<u64> {
         if ops.is_empty() {
             return Err(Error::invalid("batch", "no operations"));
         }
@@ -1056,8 +1079,8 @@ impl Inner {
         }
         for op in ops {
             match op {
-                BatchOp::Put { key, value, opts } => validate_put(key, value, opts)?,
-                BatchOp::Delete { key } => validate_key(key)?,
+                OpRef::Put { key, value, opts } => validate_put(key, value, opts)?,
+                OpRef::Delete { key } => validate_key(key)?,
             }
         }
         // Work that needs no lock: compression, hashing, term encoding.
@@ -1066,7 +1089,7 @@ impl Inner {
             key: &'a [u8],
             meta: &'a [u8],
             terms: Vec<u8>,
-            stored: Vec<u8>,
+            stored: std::borrow::Cow<'a, [u8]>,
             flag: u8,
             value_len: u32,
             hash: u64,
@@ -1074,8 +1097,8 @@ impl Inner {
         }
         let prepared: Vec<Prepared<'_>> = ops
             .iter()
-            .map(|op| match op {
-                BatchOp::Put { key, value, opts } => {
+            .map(|op| match *op {
+                OpRef::Put { key, value, opts } => {
                     let (stored, flag) = record::compress_value(value, self.opts.value_compression);
                     Prepared {
                         kind: KIND_PUT,
@@ -1087,15 +1110,15 @@ impl Inner {
                         value_len: value.len() as u32,
                         hash: xxh3_64(value),
                         inline: (value.len() <= self.opts.inline_value_bytes_max)
-                            .then(|| value.clone()),
+                            .then(|| value.to_vec()),
                     }
                 }
-                BatchOp::Delete { key } => Prepared {
+                OpRef::Delete { key } => Prepared {
                     kind: KIND_DELETE,
                     key,
                     meta: &[],
                     terms: Vec::new(),
-                    stored: Vec::new(),
+                    stored: std::borrow::Cow::Borrowed(&[]),
                     flag: 0,
                     value_len: 0,
                     hash: 0,
@@ -1977,22 +2000,18 @@ impl Store {
     /// Writes with user metadata and secondary-index terms (which replace
     /// the object's previous terms).
     pub fn put_with(&self, key: &[u8], value: &[u8], opts: &PutOptions) -> Result<u64> {
-        self.inner.write_ops(&[BatchOp::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-            opts: opts.clone(),
-        }])
+        self.inner.write_ops(&[OpRef::Put { key, value, opts }])
     }
 
     /// Deletes `key` (deleting an absent key is not an error).
     pub fn delete(&self, key: &[u8]) -> Result<u64> {
-        self.inner
-            .write_ops(&[BatchOp::Delete { key: key.to_vec() }])
+        self.inner.write_ops(&[OpRef::Delete { key }])
     }
 
     /// Applies every operation of `batch` atomically.
     pub fn write(&self, batch: &Batch) -> Result<u64> {
-        self.inner.write_ops(&batch.ops)
+        let ops: Vec<OpRef<'_>> = batch.ops.iter().map(BatchOp::as_ref).collect();
+        self.inner.write_ops(&ops)
     }
 
     fn view(&self) -> View<'_> {

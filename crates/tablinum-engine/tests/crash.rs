@@ -4,6 +4,8 @@
 //! that every present value is correct, and that batches are all-or-nothing.
 //! The child is this test binary re-executed with `TABLINUM_CRASH_DIR` set.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,15 +32,7 @@ fn opts() -> Options {
 
 fn value(n: u64) -> Vec<u8> {
     let len = [10usize, 700, 3000, 9000][(n % 4) as usize];
-    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::pseudo_random_bytes(n, len)
 }
 
 fn key(n: u64) -> Vec<u8> {

@@ -2,6 +2,8 @@
 //! operation, reopen, snapshots, index queries, anti-entropy, journal
 //! compaction and ledger rebuild.
 
+mod common;
+
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
 use tablinum_engine::{Batch, Durability, Error, Options, PutOptions, Store};
@@ -20,15 +22,7 @@ fn small_opts() -> Options {
 }
 
 fn val(i: u32, len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
-    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.push(x as u8);
-    }
-    v
+    common::pseudo_random_bytes(u64::from(i), len)
 }
 
 const ALL: (Bound<&[u8]>, Bound<&[u8]>) = (Unbounded, Unbounded);

@@ -5,6 +5,8 @@
 //! Decoding treats input as hostile: every length is checked against the
 //! buffer and the named limits before use. Knows nothing of files.
 
+use std::borrow::Cow;
+
 use crate::codec::{crc, Put, Reader};
 use crate::options::{
     INDEX_NAME_BYTES_MAX, INDEX_TERMS_MAX, INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX,
@@ -225,25 +227,25 @@ pub fn decode_terms(buf: &[u8]) -> Option<Vec<IndexTerm>> {
 /// Returns the value in stored form and its flag: lz4 when that saves at
 /// least 1/8 of the bytes. A 512-byte sample from the start and the middle is
 /// tried first so incompressible values cost almost nothing.
-pub fn compress_value(value: &[u8], enabled: bool) -> (Vec<u8>, u8) {
+pub fn compress_value(value: &[u8], enabled: bool) -> (Cow<'_, [u8]>, u8) {
     const SAMPLE_BYTES: usize = 512;
     const MIN_BYTES: usize = 128;
     if !enabled || value.len() < MIN_BYTES {
-        return (value.to_vec(), 0);
+        return (Cow::Borrowed(value), 0);
     }
     if value.len() > 4 * SAMPLE_BYTES {
         let mid = value.len() / 2;
         let a = lz4_flex::block::compress(&value[..SAMPLE_BYTES]);
         let b = lz4_flex::block::compress(&value[mid..mid + SAMPLE_BYTES]);
         if (a.len() + b.len()) * 8 > 2 * SAMPLE_BYTES * 7 {
-            return (value.to_vec(), 0);
+            return (Cow::Borrowed(value), 0);
         }
     }
     let c = lz4_flex::block::compress(value);
     if c.len() * 8 <= value.len() * 7 {
-        (c, FLAG_LZ4)
+        (Cow::Owned(c), FLAG_LZ4)
     } else {
-        (value.to_vec(), 0)
+        (Cow::Borrowed(value), 0)
     }
 }
 

@@ -25,7 +25,6 @@ const ENTRY_OVERHEAD_BYTES: usize = 48;
 pub struct Memtable {
     map: RwLock<BTreeMap<Vec<u8>, Arc<Entry>>>,
     bytes: AtomicU64,
-    max_seq: AtomicU64,
 }
 
 impl Memtable {
@@ -37,7 +36,6 @@ impl Memtable {
     /// Inserts or replaces; returns the replaced entry.
     pub fn insert(&self, key: Vec<u8>, entry: Entry) -> Option<Arc<Entry>> {
         let add = key.len() + entry.approx_bytes() + ENTRY_OVERHEAD_BYTES;
-        self.max_seq.fetch_max(entry.seq, Ordering::Relaxed);
         self.bytes.fetch_add(add as u64, Ordering::Relaxed);
         self.map.write().insert(key, Arc::new(entry))
     }
@@ -52,19 +50,9 @@ impl Memtable {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Number of keys.
-    pub fn len(&self) -> usize {
-        self.map.read().len()
-    }
-
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.map.read().is_empty()
-    }
-
-    /// Highest sequence number inserted.
-    pub fn max_seq(&self) -> u64 {
-        self.max_seq.load(Ordering::Relaxed)
     }
 
     /// Copies up to `n` entries with keys after `from` (and before `end`).

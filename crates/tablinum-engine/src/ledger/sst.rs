@@ -462,16 +462,6 @@ impl SstReader {
         }
         Ok(n)
     }
-
-    /// Memory held by index and bloom.
-    pub fn resident_bytes(&self) -> usize {
-        self.bloom.bytes()
-            + self
-                .index
-                .iter()
-                .map(|e| e.last_key.len() + 40)
-                .sum::<usize>()
-    }
 }
 
 impl Drop for SstReader {
