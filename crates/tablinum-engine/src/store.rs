@@ -2437,6 +2437,36 @@ impl Store {
         }
     }
 
+    /// The store's immutable files now, relative to its directory: every
+    /// ledger table and every journal segment except the one being written.
+    /// This is what a tablet publishes for readers that open files directly
+    /// (the scan servers); the list is a snapshot and may be stale a moment
+    /// later.
+    pub fn immutable_files(&self) -> Vec<String> {
+        let active = self.inner.writer.lock().seg.id;
+        let sv = self.inner.current();
+        let mut out: Vec<String> = sv
+            .levels
+            .iter()
+            .flatten()
+            .filter_map(|t| {
+                let name = t.path.file_name()?.to_str()?;
+                Some(format!("{LEDGER_DIR}/{name}"))
+            })
+            .collect();
+        out.extend(
+            sv.segments
+                .values()
+                .filter(|s| s.id != active)
+                .filter_map(|s| {
+                    let name = s.path.file_name()?.to_str()?;
+                    Some(format!("{JOURNAL_DIR}/{name}"))
+                }),
+        );
+        out.sort();
+        out
+    }
+
     /// Bytes the store's files occupy.
     pub fn disk_bytes(&self) -> u64 {
         let mut total = 0;

@@ -454,3 +454,33 @@ fn empty_segments_are_reclaimed_and_interrupted_rebuilds_restart() {
     assert!(!dir.path().join("REBUILDING").exists());
     assert_eq!(s.get(b"a").unwrap().unwrap(), b"1");
 }
+
+#[test]
+fn immutable_files_list_tables_and_sealed_segments_that_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small_opts();
+    o.journal_segment_bytes_max = 64 << 10;
+    let s = Store::open(dir.path(), o).unwrap();
+    assert!(
+        s.immutable_files().is_empty(),
+        "a new store has only its active segment"
+    );
+    for i in 0..200u32 {
+        s.put(format!("k{i:04}").as_bytes(), &val(i, 1_000))
+            .unwrap();
+    }
+    s.flush().unwrap();
+    let files = s.immutable_files();
+    assert!(files.iter().any(|f| f.starts_with("ledger/")), "{files:?}");
+    assert!(files.iter().any(|f| f.starts_with("journal/")), "{files:?}");
+    for f in &files {
+        assert!(dir.path().join(f).is_file(), "{f} is listed but missing");
+    }
+    // The segment being written is never listed.
+    let segments = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .count();
+    let listed = files.iter().filter(|f| f.starts_with("journal/")).count();
+    assert_eq!(listed + 1, segments, "{files:?}");
+    s.close().unwrap();
+}
