@@ -35,6 +35,8 @@ pub enum StreamError {
     AckTimeout,
     /// The consumer waited longer than the idle timeout.
     IdleTimeout,
+    /// The producer failed (the transport keeps the reason).
+    Failed,
 }
 
 impl fmt::Display for StreamError {
@@ -43,6 +45,7 @@ impl fmt::Display for StreamError {
             StreamError::Cancelled => "stream cancelled",
             StreamError::AckTimeout => "no acknowledgement within the ack-wait timeout",
             StreamError::IdleTimeout => "no batch within the idle timeout",
+            StreamError::Failed => "the producer failed",
         })
     }
 }

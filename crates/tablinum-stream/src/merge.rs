@@ -40,13 +40,51 @@ pub struct MergeStats {
     pub final_windows: Vec<u32>,
 }
 
-struct Cursor<'a> {
-    rx: &'a Receiver,
+/// One tablet stream as the merge sees it: the in-process [`Receiver`], or a
+/// network stream that forwards acknowledgements to its server.
+pub trait BatchSource {
+    /// True when `recv` would not block.
+    fn ready(&self) -> bool;
+    /// The next batch, waiting up to the stream's idle timeout.
+    fn recv(&self) -> Result<Received, StreamError>;
+    /// One batch was consumed.
+    fn ack(&self);
+    /// Changes the window.
+    fn set_window(&self, window: u32);
+    /// The current window.
+    fn window(&self) -> u32;
+    /// Cancels the stream; returns rows that arrived and were never consumed.
+    fn cancel(&self) -> u64;
+}
+
+impl BatchSource for Receiver {
+    fn ready(&self) -> bool {
+        Receiver::ready(self)
+    }
+    fn recv(&self) -> Result<Received, StreamError> {
+        Receiver::recv(self)
+    }
+    fn ack(&self) {
+        Receiver::ack(self)
+    }
+    fn set_window(&self, window: u32) {
+        Receiver::set_window(self, window)
+    }
+    fn window(&self) -> u32 {
+        Receiver::window(self)
+    }
+    fn cancel(&self) -> u64 {
+        Receiver::cancel(self)
+    }
+}
+
+struct Cursor<'a, S> {
+    rx: &'a S,
     rows: VecDeque<Row>,
     done: bool,
 }
 
-impl Cursor<'_> {
+impl<S: BatchSource> Cursor<'_, S> {
     /// Makes sure a row is buffered unless the stream ended.
     fn fill(&mut self, mode: WindowMode, stats: &mut MergeStats) -> Result<(), StreamError> {
         while self.rows.is_empty() && !self.done {
@@ -70,13 +108,13 @@ impl Cursor<'_> {
 /// Merges `streams` (each sorted by key, keys unique across streams) in key
 /// order, handing rows to `out` after `skip`, until `limit` rows or the end.
 /// Every stream is cancelled before returning, on success or error.
-pub fn merge(
-    streams: &[Receiver],
+pub fn merge<S: BatchSource>(
+    streams: &[S],
     query: &MergeQuery,
     mut out: impl FnMut(Row),
 ) -> Result<MergeStats, StreamError> {
     let mut stats = MergeStats::default();
-    let mut cursors: Vec<Cursor<'_>> = streams
+    let mut cursors: Vec<Cursor<'_, S>> = streams
         .iter()
         .map(|rx| Cursor {
             rx,
@@ -92,8 +130,8 @@ pub fn merge(
     result.map(|()| stats)
 }
 
-fn run(
-    cursors: &mut [Cursor<'_>],
+fn run<S: BatchSource>(
+    cursors: &mut [Cursor<'_, S>],
     query: &MergeQuery,
     stats: &mut MergeStats,
     out: &mut impl FnMut(Row),
