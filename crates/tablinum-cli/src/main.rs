@@ -1,6 +1,8 @@
 //! The `tablinum` binary. Argument parsing and wiring only; the logic lives
-//! in the library crates (`tablinum-engine`, `tablinum-bench`).
+//! in the library crates (`tablinum-engine`, `tablinum-server`,
+//! `tablinum-client`, `tablinum-bench`).
 
+mod cluster;
 mod shell;
 
 use std::path::PathBuf;
@@ -18,6 +20,71 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start an embedded cluster (manager + tablet server) in this process
+    /// on localhost and print its endpoints; runs until Ctrl-C.
+    Up {
+        /// Data directory: metadata in DIR/manager, tablets in DIR/storage.
+        #[arg(long, default_value = "tablinum-data")]
+        data: PathBuf,
+        /// gRPC address.
+        #[arg(long, default_value = cluster::UP_LISTEN_DEFAULT)]
+        listen: String,
+        /// HTTP address of the status page and /metrics.
+        #[arg(long, default_value = cluster::UP_HTTP_DEFAULT)]
+        http: String,
+    },
+    /// Run the manager from a config file's [manager] section.
+    Manager {
+        /// TOML config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a tablet server from a config file's [tserver] section.
+    Tserver {
+        /// TOML config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Create, drop, list tables; show a table's tablets.
+    Table {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        #[command(subcommand)]
+        cmd: cluster::TableCommand,
+    },
+    /// Put one object: `tablinum put TABLE KEY VALUE`.
+    Put {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// Value.
+        value: String,
+    },
+    /// Get one object's value: `tablinum get TABLE KEY` (exit 1 when absent).
+    Get {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+    /// Scan a table (or one of its secondary indexes) across all tablets in
+    /// key order with flow-controlled streams.
+    Scan {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        #[command(flatten)]
+        args: cluster::ScanArgs,
+    },
+    /// Live servers, tables and unassigned tablets.
+    Status {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+    },
     /// Open an embedded store and read commands (put, get, head, delete,
     /// scan, index, stats, verify, flush, compact, gc) from standard input.
     Shell {
@@ -70,6 +137,27 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Bench(cmd) => tablinum_bench::cli::execute(cmd)?,
+        Command::Up { data, listen, http } => cluster::up(data, listen, http)?,
+        Command::Manager { config } => cluster::role(config, true)?,
+        Command::Tserver { config } => cluster::role(config, false)?,
+        Command::Table { cluster, cmd } => cluster::table(&cluster.cluster, cmd)?,
+        Command::Put {
+            cluster,
+            table,
+            key,
+            value,
+        } => cluster::put(&cluster.cluster, &table, &key, &value)?,
+        Command::Get {
+            cluster,
+            table,
+            key,
+        } => {
+            if !cluster::get(&cluster.cluster, &table, &key)? {
+                std::process::exit(1);
+            }
+        }
+        Command::Scan { cluster, args } => cluster::scan(&cluster.cluster, args)?,
+        Command::Status { cluster } => cluster::status(&cluster.cluster)?,
     }
     Ok(())
 }

@@ -1,0 +1,318 @@
+//! A real multi-process cluster on loopback: `tablinum manager` and three
+//! `tablinum tserver` processes started from config files. A writer keeps
+//! writing (Sync durability) while the tablet server holding the most
+//! tablets is killed with SIGKILL; its tablets are reassigned, recovered
+//! from their journals under the shared storage root, and every
+//! acknowledged write is readable afterwards. Also drives the CLI commands
+//! (`table create`, `put`, `get`, `scan`, `status`) against that cluster.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tablinum_client::{Client, Durability, Query, Split};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tablinum");
+
+/// Children killed when the test ends, however it ends.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `tablinum ROLE --config F` and returns it with its gRPC address.
+fn spawn_role(role: &str, config: &Path) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args([role, "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(a) = line.trim().strip_prefix("grpc") {
+                let _ = tx.send(a.trim().to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{role} did not print its address"));
+    (child, addr)
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn cli(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--cluster", addr])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn killing_a_tablet_server_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage");
+    let mcfg = dir.path().join("manager.toml");
+    std::fs::write(
+        &mcfg,
+        format!(
+            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {:?}\nheartbeat_timeout_ms = 1500\n",
+            dir.path().join("manager"),
+            storage
+        ),
+    )
+    .unwrap();
+    let mut procs = Procs(Vec::new());
+    let (m, maddr) = spawn_role("manager", &mcfg);
+    procs.0.push(m);
+    let mut tservers: HashMap<String, usize> = HashMap::new();
+    for i in 0..3 {
+        let cfg = dir.path().join(format!("tserver{i}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[tserver]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{maddr}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\n"
+            ),
+        )
+        .unwrap();
+        let (c, addr) = spawn_role("tserver", &cfg);
+        procs.0.push(c);
+        tservers.insert(addr, procs.0.len() - 1);
+    }
+    let client = Client::connect(&maddr).unwrap();
+    wait_until("3 live tablet servers", Duration::from_secs(20), || {
+        client.status().unwrap().servers.len() == 3
+    });
+
+    // The CLI against this cluster.
+    let (ok, out, err) = cli(&maddr, &["table", "create", "clitab", "--tablets", "3"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("with 3 tablets"), "{out}");
+    let (ok, _, err) = cli(&maddr, &["put", "clitab", "hello", "world"]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = cli(&maddr, &["get", "clitab", "hello"]);
+    assert!(ok && out.trim() == "world", "{out}");
+    let (ok, _, err) = cli(&maddr, &["get", "clitab", "absent"]);
+    assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, out, _) = cli(&maddr, &["scan", "clitab", "--stream-limit", "2"]);
+    assert!(ok && out.trim() == "hello\tworld", "{out}");
+    let (ok, _, err) = cli(&maddr, &["scan", "clitab", "--stream-limit", "0"]);
+    assert!(!ok && err.contains("stream limit"), "{err}");
+    let (ok, out, _) = cli(&maddr, &["status"]);
+    assert!(ok && out.contains("live tablet servers: 3"), "{out}");
+
+    // 12 tablets over keys k000..k999, spread over the three servers.
+    let splits: Vec<Vec<u8>> = (1..12)
+        .map(|i| format!("k{:03}", i * 84).into_bytes())
+        .collect();
+    client
+        .create_table("kill", Split::Points(splits), Durability::Sync)
+        .unwrap();
+    let acked: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>> = Arc::default();
+    let failed: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (acked, failed, stop, maddr) =
+                (acked.clone(), failed.clone(), stop.clone(), maddr.clone());
+            std::thread::spawn(move || {
+                let c = Client::connect(&maddr).unwrap();
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) && i < 2_000 {
+                    let key = format!("k{:03}-{i:05}", (i * 37) % 1000).into_bytes();
+                    let value = format!("value-{i}").into_bytes();
+                    match c.put("kill", &key, &value) {
+                        Ok(_) => {
+                            acked.lock().unwrap().insert(key, value);
+                        }
+                        Err(_) => failed.lock().unwrap().push(key),
+                    }
+                    i += 2;
+                }
+            })
+        })
+        .collect();
+    wait_until("300 acknowledged writes", Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 300
+    });
+    // Kill the server holding the most tablets, mid-write.
+    let loc = client.locations("kill", true).unwrap();
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for t in &loc.tablets {
+        *count.entry(t.server.as_str()).or_default() += 1;
+    }
+    let (victim, n) = count.into_iter().max_by_key(|(_, n)| *n).unwrap();
+    let victim = victim.to_string();
+    assert!(n >= 1 && !victim.is_empty());
+    let idx = tservers[&victim];
+    procs.0[idx].kill().unwrap(); // SIGKILL
+    procs.0[idx].wait().unwrap();
+    let acked_at_kill = acked.lock().unwrap().len();
+    wait_until("writes after the kill", Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= acked_at_kill + 200
+    });
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+
+    // Reassigned: two live servers, nothing unassigned, nothing on the victim.
+    wait_until(
+        "the dead server to be dropped",
+        Duration::from_secs(20),
+        || {
+            let s = client.status().unwrap();
+            s.servers.len() == 2 && s.tablets_unassigned == 0
+        },
+    );
+    let loc = client.locations("kill", true).unwrap();
+    assert!(loc
+        .tablets
+        .iter()
+        .all(|t| !t.server.is_empty() && t.server != victim));
+
+    // Every acknowledged write is readable, by get and by scan.
+    let acked = acked.lock().unwrap().clone();
+    for (k, v) in &acked {
+        assert_eq!(
+            client.get("kill", k).unwrap().as_ref(),
+            Some(v),
+            "key {:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let (rows, _) = client.query_vec(&Query::new("kill")).unwrap();
+    let failed = failed.lock().unwrap().clone();
+    for r in &rows {
+        assert!(
+            acked.get(&r.key) == Some(&r.value) || failed.contains(&r.key),
+            "unexpected row {:?}",
+            String::from_utf8_lossy(&r.key)
+        );
+    }
+    assert!(rows.len() >= acked.len());
+    eprintln!(
+        "acked {} writes ({} before the kill), {} failed, victim held {n} tablets",
+        acked.len(),
+        acked_at_kill,
+        failed.len()
+    );
+}
+
+/// Starts `tablinum up` on free ports; returns it with its gRPC and HTTP addresses.
+fn spawn_up(data: &Path) -> (Child, String, String) {
+    let mut child = Command::new(BIN)
+        .args([
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--data",
+        ])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut grpc = None;
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let l = line.trim();
+            if let Some(a) = l.strip_prefix("grpc") {
+                grpc = Some(a.trim().to_string());
+            }
+            if let Some(a) = l.strip_prefix("status") {
+                let http = a.trim().trim_start_matches("http://").trim_end_matches('/');
+                let _ = tx.send((grpc.clone().unwrap_or_default(), http.to_string()));
+            }
+        }
+    });
+    let (grpc, http) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("tablinum up did not print its endpoints");
+    (child, grpc, http)
+}
+
+#[test]
+fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (child, addr, http) = spawn_up(&data);
+    let mut procs = Procs(vec![child]);
+    let (ok, out, err) = cli(&addr, &["table", "create", "demo", "--tablets", "4"]);
+    assert!(ok, "{out}{err}");
+    for (k, v) in [("b", "2"), ("a", "1"), ("zz", "3")] {
+        let (ok, _, err) = cli(&addr, &["put", "demo", k, v]);
+        assert!(ok, "{err}");
+    }
+    let (ok, out, _) = cli(&addr, &["scan", "demo", "--keys-only"]);
+    assert!(ok && out == "a\nb\nzz\n", "{out}");
+    // The status page and metrics of the embedded cluster.
+    let page = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&http).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut o = String::new();
+        s.read_to_string(&mut o).unwrap();
+        o
+    };
+    assert!(
+        page.contains("tablinum_tserver_rows_written_total 3"),
+        "{page}"
+    );
+
+    // SIGTERM closes the tablets cleanly; a restart serves the same data.
+    let pid = procs.0[0].id();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = procs.0[0].wait().unwrap();
+    assert!(status.success(), "tablinum up exited with {status}");
+    let (child, addr, _) = spawn_up(&data);
+    procs.0[0] = child;
+    let client = Client::connect(&addr).unwrap();
+    let mut q = Query::new("demo");
+    q.keys_only = true;
+    let t0 = Instant::now();
+    let rows = loop {
+        match client.query_vec(&q) {
+            Ok((rows, _)) => break rows,
+            Err(e) => assert!(t0.elapsed() < Duration::from_secs(30), "{e}"),
+        }
+    };
+    let keys: Vec<&[u8]> = rows.iter().map(|r| r.key.as_slice()).collect();
+    assert_eq!(keys, vec![&b"a"[..], b"b", b"zz"]);
+    assert_eq!(client.get("demo", b"zz").unwrap(), Some(b"3".to_vec()));
+}

@@ -1,0 +1,67 @@
+//! The client's typed errors, mapped from gRPC statuses.
+
+use std::fmt;
+
+use tonic::{Code, Status};
+
+/// What went wrong with a client call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The request was malformed; nothing was changed. The message names
+    /// what was wrong.
+    InvalidArgument(String),
+    /// A table (or other named thing) does not exist.
+    NotFound(String),
+    /// A table with that name exists already.
+    AlreadyExists(String),
+    /// The cluster could not serve the request before the retry deadline
+    /// (tablet moving or recovering, server unreachable).
+    Unavailable(String),
+    /// A stream's idle or ack-wait timeout expired.
+    Timeout(String),
+    /// Any other failure reported by a server (storage errors among them).
+    Server(String),
+    /// The cluster address could not be used.
+    Connect(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::NotFound(m) => write!(f, "not found: {m}"),
+            Error::AlreadyExists(m) => write!(f, "already exists: {m}"),
+            Error::Unavailable(m) => write!(f, "unavailable: {m}"),
+            Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Server(m) => write!(f, "server error: {m}"),
+            Error::Connect(m) => write!(f, "cannot connect: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result of client calls.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Whether a status means "try again after refreshing locations".
+pub(crate) fn retryable(s: &Status) -> bool {
+    matches!(
+        s.code(),
+        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled
+    )
+}
+
+impl From<Status> for Error {
+    fn from(s: Status) -> Self {
+        let m = s.message().to_string();
+        match s.code() {
+            Code::InvalidArgument | Code::OutOfRange => Error::InvalidArgument(m),
+            Code::NotFound => Error::NotFound(m),
+            Code::AlreadyExists => Error::AlreadyExists(m),
+            Code::FailedPrecondition | Code::Unavailable | Code::Cancelled => Error::Unavailable(m),
+            Code::DeadlineExceeded => Error::Timeout(m),
+            _ => Error::Server(format!("{:?}: {m}", s.code())),
+        }
+    }
+}

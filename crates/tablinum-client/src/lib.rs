@@ -1,0 +1,883 @@
+//! tablinum's Rust client.
+//!
+//! Owns the client side of the cluster protocol: finding tablets through the
+//! manager, caching their locations and refreshing them when a server
+//! answers "not serving", routing writes and reads to the tablet that owns a
+//! key, retrying retryable failures with exponential backoff and full
+//! jitter, and coordinating table-wide queries (one flow-controlled stream
+//! per tablet merged in key order, see [`coordinator`]).
+//!
+//! [`AsyncClient`] is the tokio API; [`Client`] wraps it with its own
+//! runtime for synchronous callers (the CLI, the benchmark harness, tests).
+//! Never retries an error that says the request itself was wrong.
+
+pub mod coordinator;
+mod error;
+pub mod sortkey;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::RngExt;
+use tablinum_proto::v1::{
+    self, manager_client::ManagerClient, tablet_server_client::TabletServerClient,
+};
+use tablinum_stream::merge::{merge, MergeQuery};
+use tablinum_stream::window::{after_cancel, initial_window, WindowMode};
+use tonic::transport::{Channel, Endpoint};
+use tonic::Status;
+
+pub use error::{Error, Result};
+pub use tablinum_proto::v1::{Durability, IndexTerm, Mutation, Table, Tablet};
+
+/// The embedded cluster's default gRPC address (`tablinum up`).
+pub const CLUSTER_ADDR_DEFAULT: &str = "127.0.0.1:7400";
+/// How long a call keeps retrying retryable failures, ms.
+pub const RETRY_DEADLINE_MS_DEFAULT: u64 = 30_000;
+/// First backoff, ms; doubles per attempt up to [`BACKOFF_MAX_MS_DEFAULT`].
+pub const BACKOFF_BASE_MS_DEFAULT: u64 = 10;
+/// Largest backoff, ms.
+pub const BACKOFF_MAX_MS_DEFAULT: u64 = 1_000;
+/// How long connecting to the manager may take, ms.
+pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
+/// How long the coordinator waits for a tablet's next batch, ms.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Rows per batch when a query names none (fixed windows).
+pub const BATCH_ROWS_DEFAULT: u32 = 100;
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Retry deadline of one call.
+    pub retry_deadline: Duration,
+    /// First backoff.
+    pub backoff_base: Duration,
+    /// Largest backoff.
+    pub backoff_max: Duration,
+    /// Connect timeout to the manager.
+    pub connect_timeout: Duration,
+    /// Idle timeout of a tablet stream in a query.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            retry_deadline: Duration::from_millis(RETRY_DEADLINE_MS_DEFAULT),
+            backoff_base: Duration::from_millis(BACKOFF_BASE_MS_DEFAULT),
+            backoff_max: Duration::from_millis(BACKOFF_MAX_MS_DEFAULT),
+            connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
+            idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS_DEFAULT),
+        }
+    }
+}
+
+/// How a new table is split.
+#[derive(Debug, Clone)]
+pub enum Split {
+    /// `q` tablets with split points spread evenly over the first two key
+    /// bytes.
+    Even(u32),
+    /// Explicit split points, strictly increasing.
+    Points(Vec<Vec<u8>>),
+}
+
+/// A table's tablets in key order.
+#[derive(Debug, Clone)]
+pub struct Locations {
+    /// The table.
+    pub table: Table,
+    /// Its tablets, in key order.
+    pub tablets: Vec<Tablet>,
+}
+
+impl Locations {
+    /// Index of the tablet holding `key`.
+    pub fn tablet_for(&self, key: &[u8]) -> usize {
+        self.tablets
+            .partition_point(|t| t.start.as_slice() <= key)
+            .saturating_sub(1)
+    }
+}
+
+/// A table-wide query.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// Table name.
+    pub table: String,
+    /// Inclusive start (object key, or index term when `index` is set).
+    pub start: Vec<u8>,
+    /// Exclusive end; empty: unbounded.
+    pub end: Vec<u8>,
+    /// Scan this secondary index instead of the objects.
+    pub index: Option<Vec<u8>>,
+    /// Rows to skip after merging.
+    pub skip: u64,
+    /// Rows to return; 0: all.
+    pub limit: u64,
+    /// Window policy of the tablet streams.
+    pub stream_limit: WindowMode,
+    /// Rows per batch; 0: the server's default for fixed windows, sized
+    /// from the query's need in adaptive mode.
+    pub batch_rows: u32,
+    /// Return keys (and terms) without values.
+    pub keys_only: bool,
+}
+
+impl Query {
+    /// A query of `table` from the start, all rows, adaptive windows.
+    pub fn new(table: impl Into<String>) -> Self {
+        Query {
+            table: table.into(),
+            start: Vec::new(),
+            end: Vec::new(),
+            index: None,
+            skip: 0,
+            limit: 0,
+            stream_limit: WindowMode::Adaptive,
+            batch_rows: 0,
+            keys_only: false,
+        }
+    }
+}
+
+/// One row of a query result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryRow {
+    /// Object key.
+    pub key: Vec<u8>,
+    /// Value (empty when keys only).
+    pub value: Vec<u8>,
+    /// The index term (index queries only).
+    pub term: Option<Vec<u8>>,
+}
+
+/// Counters of one query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Tablet streams opened.
+    pub tablets: u32,
+    /// Rows handed to the caller.
+    pub rows_returned: u64,
+    /// Rows consumed by skip.
+    pub rows_skipped: u64,
+    /// Rows tablets sent that arrived here.
+    pub rows_sent: u64,
+    /// Rows that arrived and were thrown away at cancel.
+    pub rows_wasted: u64,
+    /// Times the merge waited for a tablet.
+    pub waits: u64,
+    /// Attempts after retryable failures.
+    pub retries: u32,
+}
+
+/// Exponential backoff with full jitter, bounded by a deadline.
+struct Backoff {
+    next: Duration,
+    max: Duration,
+    deadline: Instant,
+    attempts: u32,
+}
+
+impl Backoff {
+    fn new(cfg: &ClientConfig) -> Self {
+        Backoff {
+            next: cfg.backoff_base,
+            max: cfg.backoff_max,
+            deadline: Instant::now() + cfg.retry_deadline,
+            attempts: 0,
+        }
+    }
+
+    /// Sleeps before the next attempt, or gives up with the last failure.
+    async fn wait(&mut self, last: &Status) -> Result<()> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Err(Error::Unavailable(format!(
+                "gave up after {} attempts: {}",
+                self.attempts + 1,
+                last.message()
+            )));
+        }
+        let cap = self.next.min(self.deadline - now);
+        let ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX).max(1);
+        let sleep = rand::rng().random_range(0..=ms);
+        tokio::time::sleep(Duration::from_millis(sleep)).await;
+        self.next = (self.next * 2).min(self.max);
+        self.attempts += 1;
+        Ok(())
+    }
+}
+
+fn endpoint(addr: &str) -> Result<Endpoint> {
+    let url = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Endpoint::from_shared(url.clone())
+        .map(|e| e.tcp_nodelay(true))
+        .map_err(|e| Error::Connect(format!("bad cluster address {addr:?}: {e}")))
+}
+
+struct Inner {
+    manager: ManagerClient<Channel>,
+    channels: Mutex<HashMap<String, Channel>>,
+    tables: Mutex<HashMap<String, Arc<Locations>>>,
+    /// Learned adaptive start window per table.
+    hints: Mutex<HashMap<String, u32>>,
+    cfg: ClientConfig,
+}
+
+/// The asynchronous client. Cheap to clone.
+#[derive(Clone)]
+pub struct AsyncClient {
+    inner: Arc<Inner>,
+}
+
+impl AsyncClient {
+    /// Connects to the manager at `addr` (`host:port` or `http://host:port`).
+    pub async fn connect(addr: &str, cfg: ClientConfig) -> Result<Self> {
+        let ep = endpoint(addr)?.connect_timeout(cfg.connect_timeout);
+        let ch = tokio::time::timeout(cfg.connect_timeout, ep.connect())
+            .await
+            .map_err(|_| Error::Connect(format!("no answer from the manager at {addr}")))?
+            .map_err(|e| Error::Connect(format!("cannot reach the manager at {addr}: {e}")))?;
+        Ok(Self::with_channel(ch, cfg))
+    }
+
+    /// A client whose manager connection is made on first use.
+    pub fn connect_lazy(addr: &str, cfg: ClientConfig) -> Result<Self> {
+        Ok(Self::with_channel(endpoint(addr)?.connect_lazy(), cfg))
+    }
+
+    fn with_channel(ch: Channel, cfg: ClientConfig) -> Self {
+        let manager = ManagerClient::new(ch)
+            .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX);
+        AsyncClient {
+            inner: Arc::new(Inner {
+                manager,
+                channels: Mutex::new(HashMap::new()),
+                tables: Mutex::new(HashMap::new()),
+                hints: Mutex::new(HashMap::new()),
+                cfg,
+            }),
+        }
+    }
+
+    fn channel(&self, addr: &str) -> Result<Channel> {
+        let mut m = self.inner.channels.lock();
+        if let Some(c) = m.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = endpoint(addr)?.connect_lazy();
+        m.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    fn tserver(&self, addr: &str) -> Result<TabletServerClient<Channel>> {
+        Ok(TabletServerClient::new(self.channel(addr)?)
+            .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX))
+    }
+
+    fn manager(&self) -> ManagerClient<Channel> {
+        self.inner.manager.clone()
+    }
+
+    /// Creates a table.
+    pub async fn create_table(
+        &self,
+        name: &str,
+        split: Split,
+        durability: Durability,
+    ) -> Result<Table> {
+        let (split_points, tablets) = match split {
+            Split::Even(q) => (Vec::new(), q),
+            Split::Points(p) => (p, 0),
+        };
+        let req = v1::CreateTableRequest {
+            name: name.to_string(),
+            split_points,
+            tablets,
+            durability: durability as i32,
+        };
+        let r = self.manager().create_table(req).await?.into_inner();
+        r.table
+            .ok_or_else(|| Error::Server("create table answered without a table".into()))
+    }
+
+    /// Drops a table.
+    pub async fn drop_table(&self, name: &str) -> Result<()> {
+        self.manager()
+            .drop_table(v1::DropTableRequest {
+                name: name.to_string(),
+            })
+            .await?;
+        self.inner.tables.lock().remove(name);
+        Ok(())
+    }
+
+    /// Every table.
+    pub async fn list_tables(&self) -> Result<Vec<Table>> {
+        Ok(self
+            .manager()
+            .list_tables(v1::ListTablesRequest {})
+            .await?
+            .into_inner()
+            .tables)
+    }
+
+    /// Live servers, tables, unassigned tablets.
+    pub async fn status(&self) -> Result<v1::ClusterStatusResponse> {
+        Ok(self
+            .manager()
+            .cluster_status(v1::ClusterStatusRequest {})
+            .await?
+            .into_inner())
+    }
+
+    /// The table's tablets, from the cache unless `refresh`.
+    pub async fn locations(&self, table: &str, refresh: bool) -> Result<Arc<Locations>> {
+        if !refresh {
+            if let Some(l) = self.inner.tables.lock().get(table) {
+                return Ok(l.clone());
+            }
+        }
+        let mut b = Backoff::new(&self.inner.cfg);
+        loop {
+            match self
+                .manager()
+                .tablet_map(v1::TabletMapRequest {
+                    table: table.to_string(),
+                })
+                .await
+            {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    let loc = Arc::new(Locations {
+                        table: r.table.unwrap_or_default(),
+                        tablets: r.tablets,
+                    });
+                    self.inner
+                        .tables
+                        .lock()
+                        .insert(table.to_string(), loc.clone());
+                    return Ok(loc);
+                }
+                Err(s) if s.code() == tonic::Code::Unavailable => b.wait(&s).await?,
+                Err(s) => return Err(s.into()),
+            }
+        }
+    }
+
+    /// The server of the tablet holding `key`, refreshing locations while
+    /// the tablet is unassigned.
+    async fn route(&self, table: &str, key: &[u8], refresh: bool) -> Result<(String, Tablet)> {
+        let loc = self.locations(table, refresh).await?;
+        let t = loc
+            .tablets
+            .get(loc.tablet_for(key))
+            .cloned()
+            .ok_or_else(|| Error::Server(format!("table {table} has no tablets")))?;
+        Ok((t.server.clone(), t))
+    }
+
+    /// Runs `call` against the server of `key`'s tablet, retrying retryable
+    /// failures after refreshing the locations.
+    async fn with_tablet<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
+    where
+        F: Fn(TabletServerClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, Status>>,
+    {
+        let mut b = Backoff::new(&self.inner.cfg);
+        let mut refresh = false;
+        loop {
+            let (server, t) = self.route(table, key, refresh).await?;
+            let status = if server.is_empty() {
+                Status::unavailable(format!("tablet {} of {table} is not assigned yet", t.id))
+            } else {
+                match call(self.tserver(&server)?).await {
+                    Ok(v) => return Ok(v),
+                    Err(s) if error::retryable(&s) => s,
+                    Err(s) => return Err(s.into()),
+                }
+            };
+            refresh = true;
+            b.wait(&status).await?;
+        }
+    }
+
+    /// Applies `mutations` atomically; every key must be in one tablet.
+    pub async fn write(&self, table: &str, mutations: Vec<Mutation>) -> Result<u64> {
+        let Some(first) = mutations.first().map(|m| m.key.clone()) else {
+            return Err(Error::InvalidArgument(
+                "a write needs at least one mutation".into(),
+            ));
+        };
+        let req = v1::WriteRequest {
+            table: table.to_string(),
+            mutations,
+        };
+        self.with_tablet(table, &first, |mut c| {
+            let req = req.clone();
+            async move { Ok(c.write(req).await?.into_inner().seq) }
+        })
+        .await
+    }
+
+    /// Applies `mutations` grouped by tablet: atomic within each tablet,
+    /// not across tablets. The groups are sent concurrently.
+    pub async fn write_routed(&self, table: &str, mutations: Vec<Mutation>) -> Result<()> {
+        let loc = self.locations(table, false).await?;
+        let mut groups: HashMap<usize, Vec<Mutation>> = HashMap::new();
+        for m in mutations {
+            groups.entry(loc.tablet_for(&m.key)).or_default().push(m);
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (_, g) in groups {
+            let c = self.clone();
+            let table = table.to_string();
+            tasks.spawn(async move { c.write(&table, g).await });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.map_err(|e| Error::Server(format!("write task failed: {e}")))??;
+        }
+        Ok(())
+    }
+
+    /// Puts one object.
+    pub async fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64> {
+        self.write(
+            table,
+            vec![Mutation {
+                key: key.to_vec(),
+                value: value.to_vec(),
+                ..Default::default()
+            }],
+        )
+        .await
+    }
+
+    /// Deletes one object.
+    pub async fn delete(&self, table: &str, key: &[u8]) -> Result<u64> {
+        self.write(
+            table,
+            vec![Mutation {
+                key: key.to_vec(),
+                delete: true,
+                ..Default::default()
+            }],
+        )
+        .await
+    }
+
+    /// Reads one object's value.
+    pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let req = v1::GetRequest {
+            table: table.to_string(),
+            key: key.to_vec(),
+        };
+        let r = self
+            .with_tablet(table, key, |mut c| {
+                let req = req.clone();
+                async move { Ok(c.get(req).await?.into_inner()) }
+            })
+            .await?;
+        Ok(r.found.then_some(r.value))
+    }
+
+    /// Reads one object's metadata.
+    pub async fn head(&self, table: &str, key: &[u8]) -> Result<Option<v1::HeadResponse>> {
+        let req = v1::GetRequest {
+            table: table.to_string(),
+            key: key.to_vec(),
+        };
+        let r = self
+            .with_tablet(table, key, |mut c| {
+                let req = req.clone();
+                async move { Ok(c.head(req).await?.into_inner()) }
+            })
+            .await?;
+        Ok(r.found.then_some(r))
+    }
+
+    /// Flushes every tablet of `table` on every server hosting one.
+    pub async fn flush(&self, table: &str) -> Result<u32> {
+        let loc = self.locations(table, true).await?;
+        let mut servers: Vec<&str> = loc.tablets.iter().map(|t| t.server.as_str()).collect();
+        servers.sort_unstable();
+        servers.dedup();
+        let mut n = 0;
+        for s in servers.into_iter().filter(|s| !s.is_empty()) {
+            n += self
+                .tserver(s)?
+                .flush(v1::FlushRequest {
+                    table: table.to_string(),
+                })
+                .await?
+                .into_inner()
+                .tablets;
+        }
+        Ok(n)
+    }
+
+    /// Runs a table-wide query, handing rows in key order (or (term, key)
+    /// order for index queries) to `out`. Retries from the start after a
+    /// retryable failure only while no row was handed out yet.
+    pub async fn query(
+        &self,
+        q: &Query,
+        out: &mut (dyn FnMut(QueryRow) + Send),
+    ) -> Result<QueryStats> {
+        check_query(q)?;
+        let mut b = Backoff::new(&self.inner.cfg);
+        let mut refresh = false;
+        let mut retries = 0;
+        loop {
+            let mut emitted = 0u64;
+            let mut wrapped = |r: QueryRow| {
+                emitted += 1;
+                out(r)
+            };
+            match self.query_once(q, refresh, &mut wrapped).await {
+                Ok(mut s) => {
+                    s.retries = retries;
+                    return Ok(s);
+                }
+                Err(QueryFailure::Status(s)) if error::retryable(&s) && emitted == 0 => {
+                    refresh = true;
+                    retries += 1;
+                    b.wait(&s).await?;
+                }
+                Err(QueryFailure::Status(s)) => return Err(s.into()),
+                Err(QueryFailure::Client(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn query_once(
+        &self,
+        q: &Query,
+        refresh: bool,
+        out: &mut (dyn FnMut(QueryRow) + Send),
+    ) -> std::result::Result<QueryStats, QueryFailure> {
+        let loc = self
+            .locations(&q.table, refresh)
+            .await
+            .map_err(QueryFailure::Client)?;
+        let tablets: Vec<&Tablet> = loc
+            .tablets
+            .iter()
+            .filter(|t| {
+                q.index.is_some()
+                    || ((t.end.is_empty() || t.end.as_slice() > q.start.as_slice())
+                        && (q.end.is_empty() || t.start.as_slice() < q.end.as_slice()))
+            })
+            .collect();
+        if let Some(t) = tablets.iter().find(|t| t.server.is_empty()) {
+            return Err(QueryFailure::Status(Status::unavailable(format!(
+                "tablet {} of {} is not assigned yet",
+                t.id, q.table
+            ))));
+        }
+        let n = u32::try_from(tablets.len()).unwrap_or(u32::MAX);
+        let need = q
+            .skip
+            .saturating_add(if q.limit == 0 { u64::MAX } else { q.limit });
+        let batch_rows = match (q.batch_rows, q.stream_limit) {
+            (0, WindowMode::Adaptive) => adaptive_batch_rows(need, n),
+            (0, WindowMode::Fixed(_)) => BATCH_ROWS_DEFAULT,
+            (b, _) => b,
+        };
+        let hint = self.inner.hints.lock().get(&q.table).copied();
+        let window = initial_window(
+            q.stream_limit,
+            q.skip,
+            limit_or_max(q.limit),
+            n,
+            batch_rows,
+            hint,
+        );
+        let handle = tokio::runtime::Handle::current();
+        let mut sources = Vec::with_capacity(tablets.len());
+        for t in &tablets {
+            let ch = self.channel(&t.server).map_err(QueryFailure::Client)?;
+            let start = v1::ScanStart {
+                table: q.table.clone(),
+                tablet_id: t.id,
+                start: q.start.clone(),
+                end: q.end.clone(),
+                index: q.index.clone().unwrap_or_default(),
+                limit: if q.limit == 0 { 0 } else { need },
+                window,
+                batch_rows,
+                keys_only: q.keys_only,
+            };
+            sources.push(coordinator::open(
+                &handle,
+                ch,
+                start,
+                q.index.is_some(),
+                self.inner.cfg.idle_timeout,
+            ));
+        }
+        let mq = MergeQuery {
+            skip: q.skip,
+            limit: limit_or_max(q.limit),
+            mode: q.stream_limit,
+        };
+        let index = q.index.is_some();
+        let mut bad_row = false;
+        let result = tokio::task::block_in_place(|| {
+            merge(&sources, &mq, |(k, v)| {
+                if index {
+                    match sortkey::decode(&k) {
+                        Some((term, key)) => out(QueryRow {
+                            key,
+                            value: v,
+                            term: Some(term),
+                        }),
+                        None => bad_row = true,
+                    }
+                } else {
+                    out(QueryRow {
+                        key: k,
+                        value: v,
+                        term: None,
+                    })
+                }
+            })
+        });
+        let rows_sent: u64 = sources
+            .iter()
+            .map(|s| s.rows_received.load(Ordering::Relaxed))
+            .sum();
+        match result {
+            Ok(m) => {
+                if bad_row {
+                    return Err(QueryFailure::Client(Error::Server(
+                        "an index row could not be decoded".into(),
+                    )));
+                }
+                if q.stream_limit == WindowMode::Adaptive {
+                    let start = after_cancel(window, m.rows_wasted, n, batch_rows);
+                    self.inner
+                        .hints
+                        .lock()
+                        .insert(q.table.clone(), start.max(1));
+                }
+                Ok(QueryStats {
+                    tablets: n,
+                    rows_returned: m.rows_returned,
+                    rows_skipped: m.rows_skipped,
+                    rows_sent,
+                    rows_wasted: m.rows_wasted,
+                    waits: m.waits,
+                    retries: 0,
+                })
+            }
+            Err(e) => {
+                let failure = sources.iter().find_map(|s| s.failure.lock().take());
+                Err(QueryFailure::Status(failure.unwrap_or_else(|| match e {
+                    tablinum_stream::channel::StreamError::IdleTimeout => {
+                        Status::deadline_exceeded(format!(
+                            "no batch from a tablet within the idle timeout of {} ms",
+                            self.inner.cfg.idle_timeout.as_millis()
+                        ))
+                    }
+                    other => Status::unavailable(other.to_string()),
+                })))
+            }
+        }
+    }
+}
+
+enum QueryFailure {
+    Status(Status),
+    Client(Error),
+}
+
+fn limit_or_max(limit: u64) -> u64 {
+    if limit == 0 {
+        u64::MAX
+    } else {
+        limit
+    }
+}
+
+/// Rows per batch in adaptive mode: half a tablet's share of the query, so a
+/// window of two batches covers the share and the second is in flight while
+/// the first is consumed; at most [`BATCH_ROWS_DEFAULT`].
+pub fn adaptive_batch_rows(need_rows: u64, tablets: u32) -> u32 {
+    let share = need_rows.div_ceil(u64::from(tablets.max(1)));
+    u32::try_from(share.div_ceil(2))
+        .unwrap_or(u32::MAX)
+        .clamp(1, BATCH_ROWS_DEFAULT)
+}
+
+fn check_query(q: &Query) -> Result<()> {
+    if let Err(m) = tablinum_proto::check_table_name(&q.table) {
+        return Err(Error::InvalidArgument(m));
+    }
+    if !q.end.is_empty() && q.end < q.start {
+        return Err(Error::InvalidArgument(format!(
+            "inverted range: end {:?} is before start {:?}",
+            String::from_utf8_lossy(&q.end),
+            String::from_utf8_lossy(&q.start)
+        )));
+    }
+    if let WindowMode::Fixed(n) = q.stream_limit {
+        if n == 0 || n > tablinum_proto::WINDOW_BATCHES_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "stream limit {n} is out of range 1..={}",
+                tablinum_proto::WINDOW_BATCHES_MAX
+            )));
+        }
+    }
+    if q.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "batch rows {} is over the limit {}",
+            q.batch_rows,
+            tablinum_proto::BATCH_ROWS_MAX
+        )));
+    }
+    Ok(())
+}
+
+/// The synchronous client: [`AsyncClient`] on its own runtime. Safe to share
+/// between threads.
+pub struct Client {
+    rt: tokio::runtime::Runtime,
+    inner: AsyncClient,
+}
+
+impl Client {
+    /// Connects to the manager at `addr`.
+    pub fn connect(addr: &str) -> Result<Self> {
+        Self::connect_with(addr, ClientConfig::default())
+    }
+
+    /// Connects with explicit settings.
+    pub fn connect_with(addr: &str, cfg: ClientConfig) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("tablinum-client")
+            .build()
+            .map_err(|e| Error::Connect(format!("cannot start the client runtime: {e}")))?;
+        let inner = rt.block_on(AsyncClient::connect(addr, cfg))?;
+        Ok(Client { rt, inner })
+    }
+
+    /// The asynchronous client underneath.
+    pub fn as_async(&self) -> &AsyncClient {
+        &self.inner
+    }
+
+    /// See [`AsyncClient::create_table`].
+    pub fn create_table(&self, name: &str, split: Split, durability: Durability) -> Result<Table> {
+        self.rt
+            .block_on(self.inner.create_table(name, split, durability))
+    }
+
+    /// See [`AsyncClient::drop_table`].
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.rt.block_on(self.inner.drop_table(name))
+    }
+
+    /// See [`AsyncClient::list_tables`].
+    pub fn list_tables(&self) -> Result<Vec<Table>> {
+        self.rt.block_on(self.inner.list_tables())
+    }
+
+    /// See [`AsyncClient::status`].
+    pub fn status(&self) -> Result<v1::ClusterStatusResponse> {
+        self.rt.block_on(self.inner.status())
+    }
+
+    /// See [`AsyncClient::locations`].
+    pub fn locations(&self, table: &str, refresh: bool) -> Result<Arc<Locations>> {
+        self.rt.block_on(self.inner.locations(table, refresh))
+    }
+
+    /// See [`AsyncClient::write`].
+    pub fn write(&self, table: &str, mutations: Vec<Mutation>) -> Result<u64> {
+        self.rt.block_on(self.inner.write(table, mutations))
+    }
+
+    /// See [`AsyncClient::write_routed`].
+    pub fn write_routed(&self, table: &str, mutations: Vec<Mutation>) -> Result<()> {
+        self.rt.block_on(self.inner.write_routed(table, mutations))
+    }
+
+    /// See [`AsyncClient::put`].
+    pub fn put(&self, table: &str, key: &[u8], value: &[u8]) -> Result<u64> {
+        self.rt.block_on(self.inner.put(table, key, value))
+    }
+
+    /// See [`AsyncClient::delete`].
+    pub fn delete(&self, table: &str, key: &[u8]) -> Result<u64> {
+        self.rt.block_on(self.inner.delete(table, key))
+    }
+
+    /// See [`AsyncClient::get`].
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.rt.block_on(self.inner.get(table, key))
+    }
+
+    /// See [`AsyncClient::head`].
+    pub fn head(&self, table: &str, key: &[u8]) -> Result<Option<v1::HeadResponse>> {
+        self.rt.block_on(self.inner.head(table, key))
+    }
+
+    /// See [`AsyncClient::flush`].
+    pub fn flush(&self, table: &str) -> Result<u32> {
+        self.rt.block_on(self.inner.flush(table))
+    }
+
+    /// See [`AsyncClient::query`].
+    pub fn query(&self, q: &Query, out: &mut (dyn FnMut(QueryRow) + Send)) -> Result<QueryStats> {
+        self.rt.block_on(self.inner.query(q, out))
+    }
+
+    /// Runs a query and collects its rows.
+    pub fn query_vec(&self, q: &Query) -> Result<(Vec<QueryRow>, QueryStats)> {
+        let mut rows = Vec::new();
+        let stats = self.query(q, &mut |r| rows.push(r))?;
+        Ok((rows, stats))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_batches_cover_a_share_in_two() {
+        assert_eq!(adaptive_batch_rows(1000, 192), 3);
+        assert_eq!(adaptive_batch_rows(1000, 8), 63);
+        assert_eq!(adaptive_batch_rows(1000, 1), BATCH_ROWS_DEFAULT);
+        assert_eq!(adaptive_batch_rows(u64::MAX, 0), BATCH_ROWS_DEFAULT);
+    }
+
+    #[test]
+    fn tablet_lookup_by_key() {
+        let t = |s: &[u8]| Tablet {
+            start: s.to_vec(),
+            ..Default::default()
+        };
+        let loc = Locations {
+            table: Table::default(),
+            tablets: vec![t(b""), t(b"g"), t(b"p")],
+        };
+        assert_eq!(loc.tablet_for(b""), 0);
+        assert_eq!(loc.tablet_for(b"f"), 0);
+        assert_eq!(loc.tablet_for(b"g"), 1);
+        assert_eq!(loc.tablet_for(b"zz"), 2);
+    }
+}

@@ -1,0 +1,12 @@
+//! Generates the gRPC types and services from `proto/tablinum.proto` with a
+//! pure-Rust protobuf compiler (protox): building needs no system `protoc`.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto/tablinum.proto");
+    let fds = protox::compile(["proto/tablinum.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

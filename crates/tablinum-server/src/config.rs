@@ -1,0 +1,193 @@
+//! Configuration of the roles, read from a TOML file (`tablinum manager
+//! --config F`, `tablinum tserver --config F`) or built by `tablinum up`.
+//! Every limit is named with its unit; unknown keys are errors.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default manager gRPC address.
+pub const MANAGER_LISTEN_DEFAULT: &str = "127.0.0.1:7400";
+/// Default manager HTTP (status, metrics) address.
+pub const MANAGER_HTTP_DEFAULT: &str = "127.0.0.1:7401";
+/// Default tablet server gRPC address.
+pub const TSERVER_LISTEN_DEFAULT: &str = "127.0.0.1:7410";
+/// Default tablet server HTTP address.
+pub const TSERVER_HTTP_DEFAULT: &str = "127.0.0.1:7411";
+/// A tablet server heartbeats this often, ms.
+pub const HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 500;
+/// The manager declares a tablet server dead after this long without a
+/// heartbeat and reassigns its tablets, ms.
+pub const HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
+/// Window of a scan stream whose request names none (CouchDB's default), batches.
+pub const STREAM_LIMIT_DEFAULT: u32 = tablinum_stream::window::STREAM_LIMIT_DEFAULT_BATCHES;
+/// Rows per scan batch when a request names none.
+pub const BATCH_ROWS_DEFAULT: u32 = 100;
+/// Key and value bytes per scan batch, at most (a larger single row travels alone).
+pub const BATCH_BYTES_DEFAULT: u64 = 1 << 20;
+/// A scan producer gives up after waiting this long for an acknowledgement, ms.
+pub const ACK_WAIT_TIMEOUT_MS_DEFAULT: u64 = tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT;
+/// Memtable of one tablet, MiB.
+pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
+/// Block cache of one tablet, MiB.
+pub const TABLET_BLOCK_CACHE_MIB_DEFAULT: u64 = 8;
+/// Open file handles of one tablet.
+pub const TABLET_OPEN_FILES_DEFAULT: usize = 64;
+
+/// The manager's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ManagerConfig {
+    /// gRPC listen address (port 0: any free port).
+    pub listen: String,
+    /// HTTP listen address for `/` and `/metrics`.
+    pub http: String,
+    /// Directory of the manager's metadata store.
+    pub data: PathBuf,
+    /// Shared storage root holding every tablet's files.
+    pub storage: PathBuf,
+    /// Heartbeat timeout, ms.
+    pub heartbeat_timeout_ms: u64,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            listen: MANAGER_LISTEN_DEFAULT.into(),
+            http: MANAGER_HTTP_DEFAULT.into(),
+            data: PathBuf::from("tablinum-data/manager"),
+            storage: PathBuf::from("tablinum-data/storage"),
+            heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_MS_DEFAULT,
+        }
+    }
+}
+
+impl ManagerConfig {
+    /// The heartbeat timeout.
+    pub fn heartbeat_timeout(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_timeout_ms)
+    }
+}
+
+/// A tablet server's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TserverConfig {
+    /// gRPC listen address (port 0: any free port).
+    pub listen: String,
+    /// HTTP listen address for `/` and `/metrics`.
+    pub http: String,
+    /// The manager's gRPC address.
+    pub manager: String,
+    /// Shared storage root holding every tablet's files.
+    pub storage: PathBuf,
+    /// Heartbeat interval, ms.
+    pub heartbeat_interval_ms: u64,
+    /// Default window of a scan stream, batches (1..=1024).
+    pub stream_limit: u32,
+    /// Default rows per scan batch (1..=10000).
+    pub batch_rows: u32,
+    /// Bytes per scan batch, at most.
+    pub batch_bytes: u64,
+    /// Ack-wait timeout of a scan producer, ms.
+    pub ack_wait_timeout_ms: u64,
+    /// Memtable of each tablet, MiB.
+    pub tablet_memtable_mib: u64,
+    /// Block cache of each tablet, MiB.
+    pub tablet_block_cache_mib: u64,
+    /// Open file handles of each tablet.
+    pub tablet_open_files: usize,
+}
+
+impl Default for TserverConfig {
+    fn default() -> Self {
+        TserverConfig {
+            listen: TSERVER_LISTEN_DEFAULT.into(),
+            http: TSERVER_HTTP_DEFAULT.into(),
+            manager: MANAGER_LISTEN_DEFAULT.into(),
+            storage: PathBuf::from("tablinum-data/storage"),
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS_DEFAULT,
+            stream_limit: STREAM_LIMIT_DEFAULT,
+            batch_rows: BATCH_ROWS_DEFAULT,
+            batch_bytes: BATCH_BYTES_DEFAULT,
+            ack_wait_timeout_ms: ACK_WAIT_TIMEOUT_MS_DEFAULT,
+            tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
+            tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
+            tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
+        }
+    }
+}
+
+impl TserverConfig {
+    /// Checks the ranges; the error names the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&self.stream_limit) {
+            return Err(format!(
+                "stream_limit {} is out of range 1..={}",
+                self.stream_limit,
+                tablinum_proto::WINDOW_BATCHES_MAX
+            ));
+        }
+        if !(1..=tablinum_proto::BATCH_ROWS_MAX).contains(&self.batch_rows) {
+            return Err(format!(
+                "batch_rows {} is out of range 1..={}",
+                self.batch_rows,
+                tablinum_proto::BATCH_ROWS_MAX
+            ));
+        }
+        if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
+        {
+            return Err(
+                "batch_bytes, heartbeat_interval_ms and ack_wait_timeout_ms must be > 0".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A config file holding either role (or both, for `tablinum up`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[manager]`.
+    pub manager: Option<ManagerConfig>,
+    /// `[tserver]`.
+    pub tserver: Option<TserverConfig>,
+}
+
+impl ConfigFile {
+    /// Reads and parses `path`; the error names the file and the problem.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+        let cfg: ConfigFile =
+            toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+        if let Some(t) = &cfg.tserver {
+            t.validate()
+                .map_err(|e| format!("config {}: [tserver] {e}", path.display()))?;
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_rejects_unknown_keys() {
+        let c: ConfigFile = toml::from_str(
+            "[tserver]\nlisten = \"127.0.0.1:0\"\nstream_limit = 10\n[manager]\nheartbeat_timeout_ms = 900\n",
+        )
+        .unwrap();
+        assert_eq!(c.tserver.unwrap().stream_limit, 10);
+        assert_eq!(c.manager.unwrap().heartbeat_timeout_ms, 900);
+        assert!(toml::from_str::<ConfigFile>("[tserver]\nstream_limt = 1\n").is_err());
+        let bad = TserverConfig {
+            stream_limit: 0,
+            ..TserverConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("stream_limit 0"));
+    }
+}

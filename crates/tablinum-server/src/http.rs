@@ -1,0 +1,333 @@
+//! A small HTTP/1.1 server for operators: `GET /metrics` (Prometheus text
+//! format) and `GET /` (an HTML status page: tables, tablets per server,
+//! live servers, rows/s).
+//!
+//! Owns only rendering and the socket loop. Requests are treated as hostile:
+//! the head is read up to [`REQUEST_HEAD_BYTES_MAX`] bytes within
+//! [`REQUEST_TIMEOUT_MS`], only GET is served, anything else gets a 4xx.
+//! Never changes cluster state.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::manager::Manager;
+use crate::tserver::Tserver;
+
+/// Largest request head accepted, bytes.
+pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
+/// Time a client has to send its request head, ms.
+pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
+
+/// What one process runs: either role or both.
+pub struct Node {
+    /// The manager, when this process runs it.
+    pub manager: Option<Arc<Manager>>,
+    /// The tablet server, when this process runs it.
+    pub tserver: Option<Arc<Tserver>>,
+    rate: Mutex<Option<RateSample>>,
+}
+
+/// The last rate sample: when, rows written and read then, and the rates
+/// computed at that moment.
+type RateSample = (Instant, u64, u64, f64, f64);
+
+impl Node {
+    /// A node of these roles.
+    pub fn new(manager: Option<Arc<Manager>>, tserver: Option<Arc<Tserver>>) -> Arc<Node> {
+        Arc::new(Node {
+            manager,
+            tserver,
+            rate: Mutex::new(None),
+        })
+    }
+
+    /// Rows written and read per second since the previous call (at least
+    /// one second apart), from this node's tablet server counters.
+    fn rates(&self) -> (f64, f64) {
+        let Some(ts) = &self.tserver else {
+            return (0.0, 0.0);
+        };
+        let w = ts.metrics.rows_written.load(Ordering::Relaxed);
+        let r = ts.metrics.rows_read.load(Ordering::Relaxed);
+        let now = Instant::now();
+        let mut g = self.rate.lock();
+        match *g {
+            Some((t, pw, pr, rw, rr)) => {
+                let dt = now.duration_since(t).as_secs_f64();
+                if dt < 1.0 {
+                    return (rw, rr);
+                }
+                let (rw, rr) = ((w - pw) as f64 / dt, (r - pr) as f64 / dt);
+                *g = Some((now, w, r, rw, rr));
+                (rw, rr)
+            }
+            None => {
+                *g = Some((now, w, r, 0.0, 0.0));
+                (0.0, 0.0)
+            }
+        }
+    }
+
+    /// The Prometheus text exposition of this node.
+    pub fn metrics(&self) -> String {
+        let mut s = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        };
+        if let Some(m) = &self.manager {
+            let snap = m.snapshot();
+            metric(
+                "tablinum_manager_tables",
+                "gauge",
+                "Tables.",
+                snap.tables.len() as f64,
+            );
+            metric(
+                "tablinum_manager_tablets",
+                "gauge",
+                "Tablets of all tables.",
+                snap.tables.iter().map(|t| f64::from(t.tablets)).sum(),
+            );
+            metric(
+                "tablinum_manager_tablets_unassigned",
+                "gauge",
+                "Tablets without a live server.",
+                f64::from(snap.tablets_unassigned),
+            );
+            metric(
+                "tablinum_manager_live_servers",
+                "gauge",
+                "Tablet servers heard from within the heartbeat timeout.",
+                snap.servers.len() as f64,
+            );
+            metric(
+                "tablinum_manager_servers_expired_total",
+                "counter",
+                "Tablet servers declared dead.",
+                snap.servers_expired as f64,
+            );
+            metric(
+                "tablinum_manager_tablet_assignments_total",
+                "counter",
+                "Tablet assignments and moves.",
+                snap.reassignments as f64,
+            );
+        }
+        if let Some(ts) = &self.tserver {
+            let m = &ts.metrics;
+            let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+            metric(
+                "tablinum_tserver_tablets",
+                "gauge",
+                "Tablets open on this server.",
+                ts.hosted().len() as f64,
+            );
+            metric(
+                "tablinum_tserver_rows_written_total",
+                "counter",
+                "Objects written (puts and deletes).",
+                c(&m.rows_written),
+            );
+            metric(
+                "tablinum_tserver_rows_read_total",
+                "counter",
+                "Rows read by gets and scans.",
+                c(&m.rows_read),
+            );
+            metric(
+                "tablinum_tserver_write_requests_total",
+                "counter",
+                "Write requests.",
+                c(&m.writes),
+            );
+            metric(
+                "tablinum_tserver_read_requests_total",
+                "counter",
+                "Get and head requests.",
+                c(&m.reads),
+            );
+            metric(
+                "tablinum_tserver_scans_total",
+                "counter",
+                "Scan streams started.",
+                c(&m.scans),
+            );
+            metric(
+                "tablinum_tserver_scans_active",
+                "gauge",
+                "Scan streams running.",
+                c(&m.scans_active),
+            );
+            metric(
+                "tablinum_tserver_scan_batches_total",
+                "counter",
+                "Scan batches sent.",
+                c(&m.batches_sent),
+            );
+            metric(
+                "tablinum_tserver_scan_ack_timeouts_total",
+                "counter",
+                "Scan streams ended by the ack-wait timeout.",
+                c(&m.ack_timeouts),
+            );
+            metric(
+                "tablinum_tserver_queries_total",
+                "counter",
+                "Coordinated queries run for thin clients.",
+                c(&m.queries),
+            );
+            metric(
+                "tablinum_tserver_refused_total",
+                "counter",
+                "Requests refused (bad input, not serving).",
+                c(&m.refused),
+            );
+            metric(
+                "tablinum_tserver_tablets_opened_total",
+                "counter",
+                "Tablets opened (recoveries included).",
+                c(&m.tablets_opened),
+            );
+        }
+        s
+    }
+
+    /// The HTML status page.
+    pub fn page(&self) -> String {
+        let mut h = String::from(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>tablinum</title>\
+             <style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}</style>\
+             </head><body><h1>tablinum</h1>",
+        );
+        let (w, r) = self.rates();
+        if let Some(m) = &self.manager {
+            let snap = m.snapshot();
+            let _ = write!(
+                h,
+                "<h2>Live tablet servers ({})</h2><table><tr><th>id</th><th>address</th><th>status page</th><th>tablets</th><th>last heartbeat</th><th>rows written</th><th>rows read</th></tr>",
+                snap.servers.len()
+            );
+            for s in &snap.servers {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ms ago</td><td>{}</td><td>{}</td></tr>",
+                    esc(&s.id), esc(&s.address), esc(&s.http), s.tablets, s.last_heartbeat_ms, s.rows_written, s.rows_read
+                );
+            }
+            let _ = write!(
+                h,
+                "</table><h2>Tables ({})</h2><table><tr><th>name</th><th>id</th><th>tablets</th><th>durability</th></tr>",
+                snap.tables.len()
+            );
+            for t in &snap.tables {
+                let d = if t.durability == 1 { "nosync" } else { "sync" };
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{d}</td></tr>",
+                    esc(&t.name),
+                    t.id,
+                    t.tablets
+                );
+            }
+            let _ = write!(
+                h,
+                "</table><p>Unassigned tablets: {}</p>",
+                snap.tablets_unassigned
+            );
+        }
+        if let Some(ts) = &self.tserver {
+            let hosted = ts.hosted();
+            let _ = write!(
+                h,
+                "<h2>This tablet server ({})</h2><p>{w:.0} rows/s written, {r:.0} rows/s read</p><table><tr><th>table</th><th>tablet</th><th>start</th><th>end</th></tr>",
+                esc(ts.id())
+            );
+            for (t, id, s, e) in &hosted {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{id}</td><td>{}</td><td>{}</td></tr>",
+                    esc(t),
+                    esc(&String::from_utf8_lossy(s)),
+                    esc(&String::from_utf8_lossy(e))
+                );
+            }
+            h.push_str("</table>");
+        }
+        h.push_str("<p><a href=\"/metrics\">/metrics</a></p></body></html>\n");
+        h
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Serves `node` on `listener` until `stop` fires.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let (mut sock, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(_) => continue,
+            },
+            _ = stop.changed() => return,
+        };
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
+            let mut n = 0;
+            let read = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), async {
+                while n < buf.len() {
+                    let k = sock.read(&mut buf[n..]).await?;
+                    if k == 0 {
+                        break;
+                    }
+                    n += k;
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                Ok::<_, std::io::Error>(())
+            })
+            .await;
+            if !matches!(read, Ok(Ok(()))) {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
+                ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics()),
+                ("GET", "/") => ("200 OK", "text/html; charset=utf-8", node.page()),
+                ("GET", _) => (
+                    "404 Not Found",
+                    "text/plain",
+                    "not found: try / or /metrics\n".into(),
+                ),
+                _ => (
+                    "405 Method Not Allowed",
+                    "text/plain",
+                    "only GET is served\n".into(),
+                ),
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,189 @@
+//! tablinum's cluster roles and their wiring.
+//!
+//! - [`manager`]: metadata, assignment, failure detection;
+//! - [`tserver`]: tablets, writes, reads, flow-controlled scans ([`scan`]);
+//! - [`http`]: `/metrics` and the status page;
+//! - [`config`]: the roles' settings and config files;
+//! - [`start`]: runs either role or both (the embedded cluster of
+//!   `tablinum up`) on real sockets until [`Running::shutdown`].
+//!
+//! Maps every engine and client error to a gRPC status whose message names
+//! what was wrong. Never panics on input from the network.
+
+pub mod config;
+pub mod http;
+pub mod manager;
+pub mod scan;
+pub mod tserver;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use tablinum_proto::v1::{manager_server::ManagerServer, tablet_server_server::TabletServerServer};
+use tokio::net::TcpListener;
+use tonic::Status;
+
+pub use config::{ConfigFile, ManagerConfig, TserverConfig};
+
+/// The gRPC status for an engine error.
+pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
+    use tablinum_engine::Error as E;
+    match e {
+        E::InvalidArgument { .. } => Status::invalid_argument(e.to_string()),
+        E::Closed | E::Locked(_) => Status::unavailable(format!("tablet unavailable: {e}")),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+/// The gRPC status for a client error (the thin-client query path).
+pub fn status_from_client(e: tablinum_client::Error) -> Status {
+    use tablinum_client::Error as E;
+    match e {
+        E::InvalidArgument(m) => Status::invalid_argument(m),
+        E::NotFound(m) => Status::not_found(m),
+        E::AlreadyExists(m) => Status::already_exists(m),
+        E::Unavailable(m) | E::Connect(m) => Status::unavailable(m),
+        E::Timeout(m) => Status::deadline_exceeded(m),
+        E::Server(m) => Status::internal(m),
+    }
+}
+
+/// A running process: its addresses and how to stop it.
+pub struct Running {
+    /// Where gRPC is served.
+    pub grpc: SocketAddr,
+    /// Where `/` and `/metrics` are served.
+    pub http: SocketAddr,
+    /// The roles.
+    pub node: Arc<http::Node>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops serving, then closes every tablet and the metadata store.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let node = self.node.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(ts) = &node.tserver {
+                ts.close_all();
+            }
+            if let Some(m) = &node.manager {
+                m.close();
+            }
+        })
+        .await;
+    }
+}
+
+async fn bind(addr: &str, what: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for {what} on {addr}: {e}"))
+}
+
+/// Starts the manager, a tablet server, or both in this process (both: one
+/// gRPC port and one HTTP port serve the two roles, and the tablet server
+/// reports to its own process). Must run on a multi-thread tokio runtime.
+pub async fn start(
+    manager: Option<ManagerConfig>,
+    tserver: Option<TserverConfig>,
+) -> Result<Running, String> {
+    let (listen, http_listen) = match (&manager, &tserver) {
+        (Some(m), _) => (m.listen.clone(), m.http.clone()),
+        (None, Some(t)) => (t.listen.clone(), t.http.clone()),
+        (None, None) => {
+            return Err("nothing to run: neither [manager] nor [tserver] configured".into())
+        }
+    };
+    let grpc_l = bind(&listen, "gRPC").await?;
+    let http_l = bind(&http_listen, "HTTP").await?;
+    let grpc = grpc_l.local_addr().map_err(|e| e.to_string())?;
+    let http = http_l.local_addr().map_err(|e| e.to_string())?;
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    let mgr = match manager {
+        Some(cfg) => {
+            let m = tokio::task::spawn_blocking(move || manager::Manager::open(cfg))
+                .await
+                .map_err(|e| e.to_string())??;
+            tasks.push(tokio::spawn(manager::ticker(m.clone(), stop_rx.clone())));
+            Some(m)
+        }
+        None => None,
+    };
+    let ts = match tserver {
+        Some(mut cfg) => {
+            if mgr.is_some() {
+                cfg.manager = grpc.to_string();
+            }
+            let t = tserver::Tserver::new(cfg, grpc.to_string(), http.to_string())?;
+            tasks.push(tokio::spawn(t.clone().heartbeat_loop(stop_rx.clone())));
+            Some(t)
+        }
+        None => None,
+    };
+    let node = http::Node::new(mgr.clone(), ts.clone());
+    tasks.push(tokio::spawn(http::serve(
+        http_l,
+        node.clone(),
+        stop_rx.clone(),
+    )));
+    let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
+    let msvc = mgr.map(|m| {
+        ManagerServer::new(manager::ManagerService(m))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+    let tsvc = ts.map(|t| {
+        TabletServerServer::new(tserver::TserverService(t))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    });
+    let mut stop_grpc = stop_rx.clone();
+    tasks.push(tokio::spawn(async move {
+        let r = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_optional_service(msvc)
+            .add_optional_service(tsvc)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(grpc_l),
+                async move {
+                    let _ = stop_grpc.changed().await;
+                },
+            )
+            .await;
+        if let Err(e) = r {
+            eprintln!("gRPC server stopped: {e}");
+        }
+    }));
+    Ok(Running {
+        grpc,
+        http,
+        node,
+        stop,
+        tasks,
+    })
+}
+
+/// The embedded cluster of `tablinum up`: manager and tablet server in this
+/// process, metadata in `<data>/manager`, tablets in `<data>/storage`.
+pub async fn start_embedded(data: &Path, listen: &str, http: &str) -> Result<Running, String> {
+    let m = ManagerConfig {
+        listen: listen.to_string(),
+        http: http.to_string(),
+        data: data.join("manager"),
+        storage: data.join("storage"),
+        ..ManagerConfig::default()
+    };
+    let t = TserverConfig {
+        storage: data.join("storage"),
+        ..TserverConfig::default()
+    };
+    start(Some(m), Some(t)).await
+}

@@ -1,0 +1,738 @@
+//! The tablet server: hosts tablets and serves writes, reads and
+//! flow-controlled scans.
+//!
+//! Owns the open tablets (one engine store each, in
+//! `<storage>/tables/<table id>/<tablet id>/`), the heartbeat loop that
+//! reports them (with their immutable files) to the manager and opens or
+//! closes tablets to match the answer, and the gRPC `TabletServer` service.
+//! Opening a tablet is the engine's recovery (journal replay), so a tablet
+//! taken over from a dead server comes back with every acknowledged write.
+//!
+//! Never serves a key outside a tablet it holds open: such requests get
+//! FAILED_PRECONDITION "not serving", and the client refreshes its map.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tablinum_engine::{Batch, Durability as EngineDurability, Options, PutOptions, Store};
+use tablinum_proto::v1::{
+    self, manager_client::ManagerClient, scan_client_message::Msg,
+    tablet_server_server::TabletServer as TabletRpc,
+};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::config::TserverConfig;
+use crate::scan::{Credit, CreditError, Cursor};
+use crate::status_from_engine;
+
+/// One open tablet.
+pub struct Tablet {
+    /// Table name.
+    pub table: String,
+    /// Table id.
+    pub table_id: u64,
+    /// Tablet id.
+    pub id: u64,
+    /// Inclusive start key.
+    pub start: Vec<u8>,
+    /// Exclusive end key (empty: unbounded).
+    pub end: Vec<u8>,
+    /// Its store.
+    pub store: Arc<Store>,
+}
+
+impl Tablet {
+    fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start.as_slice() && (self.end.is_empty() || key < self.end.as_slice())
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct TserverMetrics {
+    /// Objects written (puts and deletes).
+    pub rows_written: AtomicU64,
+    /// Rows read (gets, scan rows sent).
+    pub rows_read: AtomicU64,
+    /// Write requests.
+    pub writes: AtomicU64,
+    /// Get and head requests.
+    pub reads: AtomicU64,
+    /// Scan streams started.
+    pub scans: AtomicU64,
+    /// Scan streams running now.
+    pub scans_active: AtomicU64,
+    /// Scan batches sent.
+    pub batches_sent: AtomicU64,
+    /// Scan streams ended by the ack-wait timeout.
+    pub ack_timeouts: AtomicU64,
+    /// Coordinated queries run for thin clients.
+    pub queries: AtomicU64,
+    /// Requests refused (bad input, not serving).
+    pub refused: AtomicU64,
+    /// Tablets opened (recoveries included).
+    pub tablets_opened: AtomicU64,
+}
+
+/// The tablet server role.
+pub struct Tserver {
+    cfg: TserverConfig,
+    id: String,
+    address: String,
+    http: String,
+    tablets: RwLock<HashMap<String, Vec<Arc<Tablet>>>>,
+    opening: Mutex<HashSet<(u64, u64)>>,
+    /// Counters.
+    pub metrics: TserverMetrics,
+    query_client: tablinum_client::AsyncClient,
+}
+
+impl Tserver {
+    /// A server that will report `address` (its gRPC address) and `http`.
+    pub fn new(cfg: TserverConfig, address: String, http: String) -> Result<Arc<Tserver>, String> {
+        cfg.validate()?;
+        std::fs::create_dir_all(&cfg.storage)
+            .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
+        let id = format!(
+            "ts-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        );
+        let query_client = tablinum_client::AsyncClient::connect_lazy(
+            &cfg.manager,
+            tablinum_client::ClientConfig::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Arc::new(Tserver {
+            cfg,
+            id,
+            address,
+            http,
+            tablets: RwLock::new(HashMap::new()),
+            opening: Mutex::new(HashSet::new()),
+            metrics: TserverMetrics::default(),
+            query_client,
+        }))
+    }
+
+    /// This server's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Tablets open now, as (table, tablet id, start, end).
+    pub fn hosted(&self) -> Vec<(String, u64, Vec<u8>, Vec<u8>)> {
+        let mut v: Vec<_> = self
+            .tablets
+            .read()
+            .values()
+            .flatten()
+            .map(|t| (t.table.clone(), t.id, t.start.clone(), t.end.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn tablet_dir(&self, table_id: u64, tablet_id: u64) -> PathBuf {
+        self.cfg
+            .storage
+            .join("tables")
+            .join(table_id.to_string())
+            .join(tablet_id.to_string())
+    }
+
+    fn engine_options(&self, durability: i32) -> Options {
+        Options {
+            durability: if durability == v1::Durability::Nosync as i32 {
+                EngineDurability::NoSync
+            } else {
+                EngineDurability::Sync
+            },
+            memtable_bytes_max: self.cfg.tablet_memtable_mib << 20,
+            block_cache_bytes: self.cfg.tablet_block_cache_mib << 20,
+            open_files_max: self.cfg.tablet_open_files,
+            journal_segment_bytes_max: 64 << 20,
+            ..Options::default()
+        }
+    }
+
+    fn refuse(&self, s: Status) -> Status {
+        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        s
+    }
+
+    /// The open tablet of `table` holding `key`.
+    fn tablet_for(&self, table: &str, key: &[u8]) -> Result<Arc<Tablet>, Status> {
+        tablinum_proto::check_table_name(table)
+            .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
+        let m = self.tablets.read();
+        m.get(table)
+            .and_then(|v| v.iter().find(|t| t.contains(key)).cloned())
+            .ok_or_else(|| {
+                self.refuse(Status::failed_precondition(format!(
+                    "not serving table {table} at key {:?} on {}",
+                    String::from_utf8_lossy(key),
+                    self.address
+                )))
+            })
+    }
+
+    fn tablet_by_id(&self, table: &str, id: u64) -> Result<Arc<Tablet>, Status> {
+        tablinum_proto::check_table_name(table)
+            .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
+        let m = self.tablets.read();
+        m.get(table)
+            .and_then(|v| v.iter().find(|t| t.id == id).cloned())
+            .ok_or_else(|| {
+                self.refuse(Status::failed_precondition(format!(
+                    "not serving tablet {id} of table {table} on {}",
+                    self.address
+                )))
+            })
+    }
+
+    /// One heartbeat: report, then open and close tablets to match.
+    async fn heartbeat(
+        self: &Arc<Self>,
+        mgr: &mut ManagerClient<tonic::transport::Channel>,
+    ) -> Result<(), Status> {
+        let hosted: Vec<v1::HostedTablet> = {
+            let m = self.tablets.read();
+            m.values()
+                .flatten()
+                .map(|t| v1::HostedTablet {
+                    table_id: t.table_id,
+                    tablet_id: t.id,
+                    files: t.store.immutable_files(),
+                })
+                .collect()
+        };
+        let req = v1::HeartbeatRequest {
+            server_id: self.id.clone(),
+            address: self.address.clone(),
+            http: self.http.clone(),
+            tablets: hosted,
+            rows_written: self.metrics.rows_written.load(Ordering::Relaxed),
+            rows_read: self.metrics.rows_read.load(Ordering::Relaxed),
+        };
+        let resp = mgr.heartbeat(req).await?.into_inner();
+        let wanted: HashSet<(u64, u64)> = resp
+            .assignments
+            .iter()
+            .map(|a| (a.table_id, a.tablet_id))
+            .collect();
+        // Close what is no longer ours.
+        let mut closing = Vec::new();
+        {
+            let mut m = self.tablets.write();
+            for v in m.values_mut() {
+                v.retain(|t| {
+                    let keep = wanted.contains(&(t.table_id, t.id));
+                    if !keep {
+                        closing.push(t.clone());
+                    }
+                    keep
+                });
+            }
+            m.retain(|_, v| !v.is_empty());
+        }
+        for t in closing {
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = t.store.close() {
+                    eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+                }
+            });
+        }
+        // Open what is newly ours, concurrently.
+        let open: HashSet<(u64, u64)> = {
+            let m = self.tablets.read();
+            m.values().flatten().map(|t| (t.table_id, t.id)).collect()
+        };
+        for a in resp.assignments {
+            let k = (a.table_id, a.tablet_id);
+            if open.contains(&k) || !self.opening.lock().insert(k) {
+                continue;
+            }
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let dir = me.tablet_dir(a.table_id, a.tablet_id);
+                let r = std::fs::create_dir_all(&dir)
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| {
+                        Store::open(&dir, me.engine_options(a.durability))
+                            .map_err(|e| e.to_string())
+                    });
+                match r {
+                    Ok(store) => {
+                        me.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
+                        let t = Arc::new(Tablet {
+                            table: a.table.clone(),
+                            table_id: a.table_id,
+                            id: a.tablet_id,
+                            start: a.start,
+                            end: a.end,
+                            store: Arc::new(store),
+                        });
+                        let mut m = me.tablets.write();
+                        let v = m.entry(a.table).or_default();
+                        v.push(t);
+                        v.sort_by(|x, y| x.start.cmp(&y.start));
+                    }
+                    Err(e) => eprintln!(
+                        "tserver: cannot open tablet {} of {} yet (will retry): {e}",
+                        a.tablet_id, a.table
+                    ),
+                }
+                me.opening.lock().remove(&k);
+            });
+        }
+        Ok(())
+    }
+
+    /// Heartbeats every interval until `stop` fires.
+    pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let ep = match tonic::transport::Endpoint::from_shared(url(&self.cfg.manager)) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("tserver: bad manager address {:?}: {e}", self.cfg.manager);
+                return;
+            }
+        };
+        let mut mgr = ManagerClient::new(ep.connect_lazy());
+        let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
+        let mut failing = false;
+        loop {
+            match self.heartbeat(&mut mgr).await {
+                Ok(()) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    eprintln!(
+                        "tserver: heartbeat to {} failed: {}",
+                        self.cfg.manager,
+                        e.message()
+                    );
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Closes every tablet (fsyncs journals).
+    pub fn close_all(&self) {
+        let all: Vec<Arc<Tablet>> = self.tablets.write().drain().flat_map(|(_, v)| v).collect();
+        for t in all {
+            if let Err(e) = t.store.close() {
+                eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+            }
+        }
+    }
+}
+
+fn url(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// A key's length within 1..=KEY_BYTES_MAX, or an error naming it.
+fn check_key(what: &str, key: &[u8]) -> Result<(), Status> {
+    let max = tablinum_engine::options::KEY_BYTES_MAX;
+    if key.is_empty() || key.len() > max {
+        return Err(Status::invalid_argument(format!(
+            "{what}key is {} bytes; keys are 1..={max} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// The gRPC face of a tablet server.
+#[derive(Clone)]
+pub struct TserverService(pub Arc<Tserver>);
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl TabletRpc for TserverService {
+    async fn write(
+        &self,
+        req: Request<v1::WriteRequest>,
+    ) -> Result<Response<v1::WriteResponse>, Status> {
+        let ts = &self.0;
+        let req = req.into_inner();
+        ts.metrics.writes.fetch_add(1, Ordering::Relaxed);
+        if req.mutations.is_empty() {
+            return Err(ts.refuse(Status::invalid_argument(
+                "a write needs at least one mutation",
+            )));
+        }
+        if req.mutations.len() > tablinum_engine::options::BATCH_OPS_MAX {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "{} mutations in one write; the limit is {}",
+                req.mutations.len(),
+                tablinum_engine::options::BATCH_OPS_MAX
+            ))));
+        }
+        for (i, m) in req.mutations.iter().enumerate() {
+            check_key(&format!("mutation {i}: "), &m.key).map_err(|s| ts.refuse(s))?;
+            let value_max = tablinum_engine::options::VALUE_BYTES_MAX;
+            if m.value.len() > value_max {
+                return Err(ts.refuse(Status::invalid_argument(format!(
+                    "mutation {i}: value is {} bytes; the limit is {value_max} bytes",
+                    m.value.len()
+                ))));
+            }
+        }
+        let tablet = ts.tablet_for(&req.table, &req.mutations[0].key)?;
+        if let Some(m) = req.mutations.iter().find(|m| !tablet.contains(&m.key)) {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "a write spans tablets: key {:?} is outside tablet {} of {} (writes are atomic within one tablet)",
+                String::from_utf8_lossy(&m.key),
+                tablet.id,
+                req.table
+            ))));
+        }
+        let n = req.mutations.len() as u64;
+        let mut batch = Batch::new();
+        for m in req.mutations {
+            if m.delete {
+                batch.delete(&m.key);
+            } else if m.metadata.is_empty() && m.index_terms.is_empty() {
+                batch.put(&m.key, &m.value);
+            } else {
+                let opts = PutOptions {
+                    metadata: m.metadata,
+                    index_terms: m
+                        .index_terms
+                        .into_iter()
+                        .map(|t| (t.index, t.term))
+                        .collect(),
+                };
+                batch.put_with(&m.key, &m.value, opts);
+            }
+        }
+        let seq = blocking(|| tablet.store.write(&batch))
+            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        ts.metrics.rows_written.fetch_add(n, Ordering::Relaxed);
+        Ok(Response::new(v1::WriteResponse { seq }))
+    }
+
+    async fn get(&self, req: Request<v1::GetRequest>) -> Result<Response<v1::GetResponse>, Status> {
+        let ts = &self.0;
+        let req = req.into_inner();
+        ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        check_key("", &req.key).map_err(|s| ts.refuse(s))?;
+        let tablet = ts.tablet_for(&req.table, &req.key)?;
+        let v = blocking(|| tablet.store.get(&req.key))
+            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        ts.metrics.rows_read.fetch_add(1, Ordering::Relaxed);
+        Ok(Response::new(match v {
+            Some(value) => v1::GetResponse { found: true, value },
+            None => v1::GetResponse::default(),
+        }))
+    }
+
+    async fn head(
+        &self,
+        req: Request<v1::GetRequest>,
+    ) -> Result<Response<v1::HeadResponse>, Status> {
+        let ts = &self.0;
+        let req = req.into_inner();
+        ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        check_key("", &req.key).map_err(|s| ts.refuse(s))?;
+        let tablet = ts.tablet_for(&req.table, &req.key)?;
+        let h = blocking(|| tablet.store.head(&req.key))
+            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        Ok(Response::new(match h {
+            Some(h) => v1::HeadResponse {
+                found: true,
+                seq: h.seq,
+                value_len: h.value_len,
+                value_hash: h.value_hash,
+                metadata: h.metadata,
+                index_terms: h
+                    .index_terms
+                    .into_iter()
+                    .map(|(index, term)| v1::IndexTerm { index, term })
+                    .collect(),
+            },
+            None => v1::HeadResponse::default(),
+        }))
+    }
+
+    type ScanStream = BoxStream<v1::ScanBatch>;
+
+    async fn scan(
+        &self,
+        req: Request<Streaming<v1::ScanClientMessage>>,
+    ) -> Result<Response<Self::ScanStream>, Status> {
+        let ts = self.0.clone();
+        let mut inbound = req.into_inner();
+        let start = match inbound.message().await? {
+            Some(v1::ScanClientMessage {
+                msg: Some(Msg::Start(s)),
+            }) => s,
+            _ => {
+                return Err(ts.refuse(Status::invalid_argument(
+                    "a scan stream must begin with a start message",
+                )))
+            }
+        };
+        if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "window {} is out of range 0..={}",
+                start.window,
+                tablinum_proto::WINDOW_BATCHES_MAX
+            ))));
+        }
+        if start.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "batch_rows {} is out of range 0..={}",
+                start.batch_rows,
+                tablinum_proto::BATCH_ROWS_MAX
+            ))));
+        }
+        if !start.end.is_empty() && start.end < start.start {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "inverted range: end {:?} is before start {:?}",
+                String::from_utf8_lossy(&start.end),
+                String::from_utf8_lossy(&start.start)
+            ))));
+        }
+        let tablet = ts.tablet_by_id(&start.table, start.tablet_id)?;
+        let window = if start.window == 0 {
+            ts.cfg.stream_limit
+        } else {
+            start.window
+        };
+        let rows_max = if start.batch_rows == 0 {
+            ts.cfg.batch_rows
+        } else {
+            start.batch_rows
+        } as usize;
+        let bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
+        let mut cursor = if start.index.is_empty() {
+            // Clip the key range to the tablet.
+            let lo = start.start.clone().max(tablet.start.clone());
+            let hi = match (start.end.is_empty(), tablet.end.is_empty()) {
+                (true, _) => tablet.end.clone(),
+                (false, true) => start.end.clone(),
+                (false, false) => start.end.clone().min(tablet.end.clone()),
+            };
+            let upper = if hi.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(hi.as_slice())
+            };
+            let r = if !hi.is_empty() && hi <= lo {
+                None
+            } else if start.keys_only {
+                Some(
+                    blocking(|| {
+                        tablet
+                            .store
+                            .scan_heads((Bound::Included(lo.as_slice()), upper))
+                    })
+                    .map(Cursor::Keys),
+                )
+            } else {
+                Some(
+                    blocking(|| {
+                        tablet
+                            .store
+                            .scan_objects((Bound::Included(lo.as_slice()), upper))
+                    })
+                    .map(Cursor::Objects),
+                )
+            };
+            match r {
+                None => None,
+                Some(Ok(c)) => Some(c),
+                Some(Err(e)) => return Err(status_from_engine(e)),
+            }
+        } else {
+            Some(Cursor::Index {
+                store: tablet.store.clone(),
+                name: start.index.clone(),
+                lo: Bound::Included(start.start.clone()),
+                end: start.end.clone(),
+                last: None,
+                buf: Default::default(),
+                done: false,
+            })
+        };
+        ts.metrics.scans.fetch_add(1, Ordering::Relaxed);
+        let credit = Credit::new(window);
+        // Acknowledgements (and the client going away) arrive here.
+        let c2 = credit.clone();
+        tokio::spawn(async move {
+            loop {
+                match inbound.message().await {
+                    Ok(Some(v1::ScanClientMessage {
+                        msg: Some(Msg::Ack(a)),
+                    })) => c2.ack(a.batches, a.window),
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => {
+                        c2.cancel();
+                        return;
+                    }
+                }
+            }
+        });
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let ack_wait = Duration::from_millis(ts.cfg.ack_wait_timeout_ms);
+        let limit = if start.limit == 0 {
+            u64::MAX
+        } else {
+            start.limit
+        };
+        tokio::spawn(async move {
+            ts.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
+            let mut sent = 0u64;
+            loop {
+                match credit.acquire(ack_wait).await {
+                    Ok(()) => {}
+                    Err(CreditError::Cancelled) => break,
+                    Err(CreditError::AckTimeout) => {
+                        ts.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
+                        let _ = tx
+                            .send(Err(Status::deadline_exceeded(format!(
+                                "no acknowledgement within the ack-wait timeout of {} ms",
+                                ack_wait.as_millis()
+                            ))))
+                            .await;
+                        break;
+                    }
+                }
+                let want = usize::try_from(limit - sent)
+                    .unwrap_or(usize::MAX)
+                    .min(rows_max);
+                let r = match cursor.as_mut() {
+                    None => Ok((Vec::new(), true)),
+                    Some(c) => blocking(|| c.next_batch(want, bytes_max)),
+                };
+                match r {
+                    Ok((rows, exhausted)) => {
+                        sent += rows.len() as u64;
+                        let last = exhausted || sent >= limit;
+                        ts.metrics
+                            .rows_read
+                            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+                        ts.metrics.batches_sent.fetch_add(1, Ordering::Relaxed);
+                        if tx.send(Ok(v1::ScanBatch { rows, last })).await.is_err() || last {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(status_from_engine(e))).await;
+                        break;
+                    }
+                }
+            }
+            ts.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    type QueryStream = BoxStream<v1::QueryResponse>;
+
+    async fn query(
+        &self,
+        req: Request<v1::QueryRequest>,
+    ) -> Result<Response<Self::QueryStream>, Status> {
+        let ts = self.0.clone();
+        let r = req.into_inner();
+        ts.metrics.queries.fetch_add(1, Ordering::Relaxed);
+        let mode = match r.stream_limit.and_then(|s| s.mode) {
+            None | Some(v1::stream_limit::Mode::Adaptive(_)) => {
+                tablinum_stream::window::WindowMode::Adaptive
+            }
+            Some(v1::stream_limit::Mode::Fixed(n)) => tablinum_stream::window::WindowMode::Fixed(n),
+        };
+        let q = tablinum_client::Query {
+            table: r.table,
+            start: r.start,
+            end: r.end,
+            index: (!r.index.is_empty()).then_some(r.index),
+            skip: r.skip,
+            limit: r.limit,
+            stream_limit: mode,
+            batch_rows: 0,
+            keys_only: r.keys_only,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
+        tokio::spawn(async move {
+            let mut chunk: Vec<v1::Row> = Vec::new();
+            let tx2 = tx.clone();
+            let mut out = |row: tablinum_client::QueryRow| {
+                chunk.push(v1::Row {
+                    key: row.key,
+                    value: row.value,
+                    term: row.term.unwrap_or_default(),
+                });
+                if chunk.len() >= 1000 {
+                    let rows = std::mem::take(&mut chunk);
+                    let _ = tx2.blocking_send(Ok(v1::QueryResponse { rows, stats: None }));
+                }
+            };
+            let res = ts.query_client.query(&q, &mut out).await;
+            let rows = std::mem::take(&mut chunk);
+            let msg = match res {
+                Ok(s) => Ok(v1::QueryResponse {
+                    rows,
+                    stats: Some(v1::QueryStats {
+                        rows_returned: s.rows_returned,
+                        rows_skipped: s.rows_skipped,
+                        rows_wasted: s.rows_wasted,
+                        rows_sent: s.rows_sent,
+                        waits: s.waits,
+                    }),
+                }),
+                Err(e) => Err(crate::status_from_client(e)),
+            };
+            let _ = tx.send(msg).await;
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn flush(
+        &self,
+        req: Request<v1::FlushRequest>,
+    ) -> Result<Response<v1::FlushResponse>, Status> {
+        let ts = &self.0;
+        let table = req.into_inner().table;
+        tablinum_proto::check_table_name(&table)
+            .map_err(|m| ts.refuse(Status::invalid_argument(m)))?;
+        let tablets: Vec<Arc<Tablet>> = ts.tablets.read().get(&table).cloned().unwrap_or_default();
+        for t in &tablets {
+            blocking(|| t.store.flush()).map_err(status_from_engine)?;
+        }
+        Ok(Response::new(v1::FlushResponse {
+            tablets: u32::try_from(tablets.len()).unwrap_or(u32::MAX),
+        }))
+    }
+}

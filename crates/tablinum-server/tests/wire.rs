@@ -1,0 +1,583 @@
+//! The wire contract of a real cluster: flow control of scan streams (a
+//! consumer that stops acknowledging stops the producer after exactly
+//! `window` batches, and the ack-wait timeout ends it), and every bad input
+//! getting INVALID_ARGUMENT or NOT_FOUND with a message naming the problem
+//! while the data stays unchanged.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use tablinum_client::{Durability, Error, IndexTerm, Mutation, Query, Split};
+use tablinum_proto::v1::{
+    self, scan_client_message::Msg, tablet_server_client::TabletServerClient, ScanAck,
+    ScanClientMessage, ScanStart,
+};
+use tablinum_stream::window::WindowMode;
+use tokio::sync::mpsc::UnboundedSender;
+use tonic::{Code, Streaming};
+
+use common::TestCluster;
+
+const ACK_WAIT_MS: u64 = 1_500;
+
+/// Opens a raw scan stream on tablet 0 of `table`.
+async fn open_scan(
+    addr: &str,
+    start: ScanStart,
+) -> Result<(UnboundedSender<ScanClientMessage>, Streaming<v1::ScanBatch>), tonic::Status> {
+    let mut c = TabletServerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(ScanClientMessage {
+        msg: Some(Msg::Start(start)),
+    })
+    .unwrap();
+    let s = c
+        .scan(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok((tx, s))
+}
+
+/// Batches that arrive within `d`.
+async fn drain_for(s: &mut Streaming<v1::ScanBatch>, d: Duration) -> Vec<v1::ScanBatch> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + d;
+    while let Ok(Ok(Some(b))) = tokio::time::timeout_at(deadline, s.message()).await {
+        got.push(b);
+    }
+    got
+}
+
+fn one_tablet_with_rows(c: &TestCluster, table: &str, n: usize) {
+    c.client
+        .create_table(table, Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open(table, 1);
+    let muts = (0..n)
+        .map(|i| Mutation {
+            key: format!("k{i:05}").into_bytes(),
+            value: vec![b'x'; 20],
+            ..Default::default()
+        })
+        .collect();
+    c.client.write(table, muts).unwrap();
+}
+
+#[test]
+fn a_consumer_that_stops_acknowledging_stops_the_producer() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.ack_wait_timeout_ms = ACK_WAIT_MS);
+    one_tablet_with_rows(&c, "flow", 1_000);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let start = ScanStart {
+            table: "flow".into(),
+            tablet_id: 0,
+            window: 3,
+            batch_rows: 10,
+            ..Default::default()
+        };
+        // Never acknowledge: exactly 3 batches, then the ack-wait timeout.
+        let t0 = Instant::now();
+        let (_tx, mut s) = open_scan(&addr, start.clone()).await.unwrap();
+        let got = drain_for(&mut s, Duration::from_millis(700)).await;
+        assert_eq!(got.len(), 3, "window 3 must stop the producer at 3 batches");
+        assert!(got.iter().all(|b| b.rows.len() == 10 && !b.last));
+        let err = match s.message().await {
+            Ok(Some(b)) => panic!("a batch beyond the window arrived: {} rows", b.rows.len()),
+            Ok(None) => panic!("the stream ended without the ack-wait error"),
+            Err(e) => e,
+        };
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+        assert!(
+            err.message().contains("ack-wait timeout"),
+            "{}",
+            err.message()
+        );
+        assert!(t0.elapsed() >= Duration::from_millis(ACK_WAIT_MS));
+
+        // Each acknowledgement lets exactly one more batch through; a larger
+        // window in an ack lets that many more through.
+        let (tx, mut s) = open_scan(
+            &addr,
+            ScanStart {
+                window: 2,
+                ..start.clone()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(drain_for(&mut s, Duration::from_millis(400)).await.len(), 2);
+        tx.send(ScanClientMessage {
+            msg: Some(Msg::Ack(ScanAck {
+                batches: 1,
+                window: 0,
+            })),
+        })
+        .unwrap();
+        assert_eq!(drain_for(&mut s, Duration::from_millis(400)).await.len(), 1);
+        tx.send(ScanClientMessage {
+            msg: Some(Msg::Ack(ScanAck {
+                batches: 0,
+                window: 6,
+            })),
+        })
+        .unwrap();
+        assert_eq!(drain_for(&mut s, Duration::from_millis(400)).await.len(), 4);
+
+        // Acknowledging everything streams the whole tablet, in order.
+        let (tx, mut s) = open_scan(&addr, start.clone()).await.unwrap();
+        let mut keys = Vec::new();
+        loop {
+            let b = s
+                .message()
+                .await
+                .unwrap()
+                .expect("last batch before the end");
+            keys.extend(b.rows.iter().map(|r| r.key.clone()));
+            tx.send(ScanClientMessage {
+                msg: Some(Msg::Ack(ScanAck {
+                    batches: 1,
+                    window: 0,
+                })),
+            })
+            .unwrap();
+            if b.last {
+                break;
+            }
+        }
+        let want: Vec<Vec<u8>> = (0..1_000)
+            .map(|i| format!("k{i:05}").into_bytes())
+            .collect();
+        assert_eq!(keys, want);
+    });
+}
+
+fn code_of(r: Result<impl std::fmt::Debug, Error>) -> (String, String) {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(Error::InvalidArgument(m)) => ("InvalidArgument".into(), m),
+        Err(Error::NotFound(m)) => ("NotFound".into(), m),
+        Err(Error::AlreadyExists(m)) => ("AlreadyExists".into(), m),
+        Err(e) => panic!("unexpected error kind: {e:?}"),
+    }
+}
+
+#[test]
+fn every_bad_input_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    c.client
+        .create_table("good", Split::Points(vec![b"m".to_vec()]), Durability::Sync)
+        .unwrap();
+    c.wait_open("good", 2);
+    let mut muts = Vec::new();
+    for k in ["a", "b", "n", "z"] {
+        muts.push(Mutation {
+            key: k.as_bytes().to_vec(),
+            value: format!("value-{k}").into_bytes(),
+            index_terms: vec![IndexTerm {
+                index: b"i".to_vec(),
+                term: k.as_bytes().to_vec(),
+            }],
+            ..Default::default()
+        });
+    }
+    c.client.write_routed("good", muts).unwrap();
+    let everything = |c: &TestCluster| {
+        let mut q = Query::new("good");
+        q.stream_limit = WindowMode::Fixed(5);
+        let rows = c.client.query_vec(&q).unwrap().0;
+        let tables: Vec<String> = c
+            .client
+            .list_tables()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        (rows, tables)
+    };
+    let before = everything(&c);
+    assert_eq!(before.0.len(), 4);
+
+    let long_name = "t".repeat(129);
+    let big_key = vec![b'k'; tablinum_engine::options::KEY_BYTES_MAX + 1];
+    let big_value = vec![0u8; tablinum_engine::options::VALUE_BYTES_MAX + 1];
+    let put = |key: &[u8], value: &[u8]| c.client.put("good", key, value);
+    let with = |m: Mutation| c.client.write("good", vec![m]);
+    let scan = |f: &dyn Fn(&mut Query)| {
+        let mut q = Query::new("good");
+        f(&mut q);
+        c.client.query_vec(&q)
+    };
+    let cases: Vec<(&str, (String, String), &str, &str)> = vec![
+        (
+            "create: empty name",
+            code_of(c.client.create_table("", Split::Even(1), Durability::Sync)),
+            "InvalidArgument",
+            "empty",
+        ),
+        (
+            "create: long name",
+            code_of(
+                c.client
+                    .create_table(&long_name, Split::Even(1), Durability::Sync),
+            ),
+            "InvalidArgument",
+            "129 bytes",
+        ),
+        (
+            "create: bad character",
+            code_of(
+                c.client
+                    .create_table("a b", Split::Even(1), Durability::Sync),
+            ),
+            "InvalidArgument",
+            "' '",
+        ),
+        (
+            "create: zero tablets",
+            code_of(c.client.create_table("x", Split::Even(0), Durability::Sync)),
+            "InvalidArgument",
+            "tablets 0",
+        ),
+        (
+            "create: too many tablets",
+            code_of(
+                c.client
+                    .create_table("x", Split::Even(5_000), Durability::Sync),
+            ),
+            "InvalidArgument",
+            "tablets 5000",
+        ),
+        (
+            "create: unsorted splits",
+            code_of(c.client.create_table(
+                "x",
+                Split::Points(vec![b"b".to_vec(), b"a".to_vec()]),
+                Durability::Sync,
+            )),
+            "InvalidArgument",
+            "strictly increasing",
+        ),
+        (
+            "create: empty split",
+            code_of(
+                c.client
+                    .create_table("x", Split::Points(vec![Vec::new()]), Durability::Sync),
+            ),
+            "InvalidArgument",
+            "split point 0",
+        ),
+        (
+            "create: existing",
+            code_of(
+                c.client
+                    .create_table("good", Split::Even(1), Durability::Sync),
+            ),
+            "AlreadyExists",
+            "good",
+        ),
+        (
+            "drop: unknown",
+            code_of(c.client.drop_table("nosuch")),
+            "NotFound",
+            "nosuch",
+        ),
+        (
+            "drop: empty name",
+            code_of(c.client.drop_table("")),
+            "InvalidArgument",
+            "empty",
+        ),
+        (
+            "map: unknown",
+            code_of(c.client.locations("nosuch", true)),
+            "NotFound",
+            "nosuch",
+        ),
+        (
+            "put: unknown table",
+            code_of(c.client.put("nosuch", b"k", b"v")),
+            "NotFound",
+            "nosuch",
+        ),
+        (
+            "put: long table name",
+            code_of(c.client.put(&long_name, b"k", b"v")),
+            "InvalidArgument",
+            "129 bytes",
+        ),
+        (
+            "put: empty key",
+            code_of(put(b"", b"v")),
+            "InvalidArgument",
+            "key is 0 bytes",
+        ),
+        (
+            "put: long key",
+            code_of(put(&big_key, b"v")),
+            "InvalidArgument",
+            "key is 4097 bytes",
+        ),
+        (
+            "put: big value",
+            code_of(put(b"a", &big_value)),
+            "InvalidArgument",
+            "value is 67108865 bytes",
+        ),
+        (
+            "put: big metadata",
+            code_of(with(Mutation {
+                key: b"a".to_vec(),
+                value: b"v".to_vec(),
+                metadata: vec![0; 20_000],
+                ..Default::default()
+            })),
+            "InvalidArgument",
+            "metadata",
+        ),
+        (
+            "put: long index term",
+            code_of(with(Mutation {
+                key: b"a".to_vec(),
+                value: b"v".to_vec(),
+                index_terms: vec![IndexTerm {
+                    index: b"i".to_vec(),
+                    term: vec![1; 2_000],
+                }],
+                ..Default::default()
+            })),
+            "InvalidArgument",
+            "term",
+        ),
+        (
+            "write: empty",
+            code_of(c.client.write("good", Vec::new())),
+            "InvalidArgument",
+            "at least one mutation",
+        ),
+        (
+            "write: spans tablets",
+            code_of(c.client.write(
+                "good",
+                vec![
+                    Mutation {
+                        key: b"a".to_vec(),
+                        value: b"changed".to_vec(),
+                        ..Default::default()
+                    },
+                    Mutation {
+                        key: b"z".to_vec(),
+                        value: b"changed".to_vec(),
+                        ..Default::default()
+                    },
+                ],
+            )),
+            "InvalidArgument",
+            "spans tablets",
+        ),
+        (
+            "get: unknown table",
+            code_of(c.client.get("nosuch", b"a")),
+            "NotFound",
+            "nosuch",
+        ),
+        (
+            "get: empty key",
+            code_of(c.client.get("good", b"")),
+            "InvalidArgument",
+            "key is 0 bytes",
+        ),
+        (
+            "get: long key",
+            code_of(c.client.get("good", &big_key)),
+            "InvalidArgument",
+            "key is 4097 bytes",
+        ),
+        (
+            "scan: unknown table",
+            code_of(c.client.query_vec(&Query::new("nosuch"))),
+            "NotFound",
+            "nosuch",
+        ),
+        (
+            "scan: inverted range",
+            code_of(scan(&|q| {
+                q.start = b"z".to_vec();
+                q.end = b"a".to_vec();
+            })),
+            "InvalidArgument",
+            "inverted range",
+        ),
+        (
+            "scan: stream limit 0",
+            code_of(scan(&|q| q.stream_limit = WindowMode::Fixed(0))),
+            "InvalidArgument",
+            "stream limit 0",
+        ),
+        (
+            "scan: stream limit too big",
+            code_of(scan(&|q| q.stream_limit = WindowMode::Fixed(5_000))),
+            "InvalidArgument",
+            "stream limit 5000",
+        ),
+        (
+            "scan: batch rows too big",
+            code_of(scan(&|q| q.batch_rows = 20_000)),
+            "InvalidArgument",
+            "batch rows 20000",
+        ),
+        (
+            "scan: bad table name",
+            code_of(c.client.query_vec(&Query::new("a/b"))),
+            "InvalidArgument",
+            "'/'",
+        ),
+    ];
+    for (what, (code, msg), want_code, want_msg) in cases {
+        assert_eq!(code, want_code, "{what}: {msg}");
+        assert!(
+            msg.contains(want_msg),
+            "{what}: message {msg:?} should name {want_msg:?}"
+        );
+    }
+
+    // The same checks hold on the raw wire, where no client checks first.
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let start = ScanStart {
+            table: "good".into(),
+            tablet_id: 0,
+            ..Default::default()
+        };
+        let raw = [
+            (
+                ScanStart {
+                    window: 5_000,
+                    ..start.clone()
+                },
+                Code::InvalidArgument,
+                "window 5000",
+            ),
+            (
+                ScanStart {
+                    batch_rows: 20_000,
+                    ..start.clone()
+                },
+                Code::InvalidArgument,
+                "batch_rows 20000",
+            ),
+            (
+                ScanStart {
+                    start: b"z".to_vec(),
+                    end: b"a".to_vec(),
+                    ..start.clone()
+                },
+                Code::InvalidArgument,
+                "inverted range",
+            ),
+            (
+                ScanStart {
+                    table: String::new(),
+                    ..start.clone()
+                },
+                Code::InvalidArgument,
+                "empty",
+            ),
+            (
+                ScanStart {
+                    tablet_id: 99,
+                    ..start.clone()
+                },
+                Code::FailedPrecondition,
+                "not serving tablet 99",
+            ),
+        ];
+        for (s, code, msg) in raw {
+            let e = match open_scan(&addr, s.clone()).await {
+                Err(e) => e,
+                Ok((_tx, mut st)) => st.message().await.expect_err("must fail"),
+            };
+            assert_eq!(e.code(), code, "{s:?}: {e:?}");
+            assert!(e.message().contains(msg), "{s:?}: {}", e.message());
+        }
+        // A stream that does not begin with its start message.
+        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(ScanClientMessage {
+            msg: Some(Msg::Ack(ScanAck {
+                batches: 1,
+                window: 0,
+            })),
+        })
+        .unwrap();
+        let e = cl
+            .scan(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .expect_err("must fail");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("start message"));
+        // Heartbeats without identity.
+        let mut m = v1::manager_client::ManagerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let e = m
+            .heartbeat(v1::HeartbeatRequest::default())
+            .await
+            .expect_err("must fail");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        let e = m
+            .create_table(v1::CreateTableRequest {
+                name: "d".into(),
+                tablets: 1,
+                durability: 9,
+                ..Default::default()
+            })
+            .await
+            .expect_err("must fail");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("durability 9"));
+    });
+
+    assert_eq!(everything(&c), before, "a refused request changed the data");
+}
+
+#[test]
+fn status_page_and_metrics_are_served_over_http() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    one_tablet_with_rows(&c, "web", 10);
+    let http = c.running.as_ref().unwrap().http;
+    let get = |req: &str| {
+        let mut s = std::net::TcpStream::connect(http).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let m = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(m.starts_with("HTTP/1.1 200"), "{m}");
+    assert!(m.contains("tablinum_manager_tables 1"), "{m}");
+    assert!(m.contains("tablinum_manager_live_servers 1"), "{m}");
+    assert!(m.contains("tablinum_tserver_rows_written_total 10"), "{m}");
+    let p = get("GET / HTTP/1.1\r\n\r\n");
+    assert!(
+        p.contains("<h2>Tables (1)</h2>") && p.contains("web"),
+        "{p}"
+    );
+    assert!(get("POST / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    assert!(get("GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    // A head that never ends is cut off at the size limit, not buffered.
+    let mut s = std::net::TcpStream::connect(http).unwrap();
+    let _ = s.write_all(&vec![b'A'; 64 << 10]);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(out.is_empty() || out.starts_with(b"HTTP/1.1 4"));
+}
