@@ -377,31 +377,31 @@ impl AsyncClient {
 
     /// The server of the tablet holding `key`, refreshing locations while
     /// the tablet is unassigned.
-    async fn route(&self, table: &str, key: &[u8], refresh: bool) -> Result<(String, Tablet)> {
+    async fn route(&self, table: &str, key: &[u8], refresh: bool) -> Result<(u64, Tablet)> {
         let loc = self.locations(table, refresh).await?;
         let t = loc
             .tablets
             .get(loc.tablet_for(key))
             .cloned()
             .ok_or_else(|| Error::Server(format!("table {table} has no tablets")))?;
-        Ok((t.server.clone(), t))
+        Ok((loc.table.id, t))
     }
 
     /// Runs `call` against the server of `key`'s tablet, retrying retryable
     /// failures after refreshing the locations.
     async fn with_tablet<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
     where
-        F: Fn(TabletServerClient<Channel>) -> Fut,
+        F: Fn(TabletServerClient<Channel>, u64) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Status>>,
     {
         let mut b = Backoff::new(&self.inner.cfg);
         let mut refresh = false;
         loop {
-            let (server, t) = self.route(table, key, refresh).await?;
-            let status = if server.is_empty() {
+            let (table_id, t) = self.route(table, key, refresh).await?;
+            let status = if t.server.is_empty() {
                 Status::unavailable(format!("tablet {} of {table} is not assigned yet", t.id))
             } else {
-                match call(self.tserver(&server)?).await {
+                match call(self.tserver(&t.server)?, table_id).await {
                     Ok(v) => return Ok(v),
                     Err(s) if error::retryable(&s) => s,
                     Err(s) => return Err(s.into()),
@@ -422,9 +422,13 @@ impl AsyncClient {
         let req = v1::WriteRequest {
             table: table.to_string(),
             mutations,
+            table_id: 0,
         };
-        self.with_tablet(table, &first, |mut c| {
-            let req = req.clone();
+        self.with_tablet(table, &first, |mut c, table_id| {
+            let req = v1::WriteRequest {
+                table_id,
+                ..req.clone()
+            };
             async move { Ok(c.write(req).await?.into_inner().seq) }
         })
         .await
@@ -481,10 +485,14 @@ impl AsyncClient {
         let req = v1::GetRequest {
             table: table.to_string(),
             key: key.to_vec(),
+            table_id: 0,
         };
         let r = self
-            .with_tablet(table, key, |mut c| {
-                let req = req.clone();
+            .with_tablet(table, key, |mut c, table_id| {
+                let req = v1::GetRequest {
+                    table_id,
+                    ..req.clone()
+                };
                 async move { Ok(c.get(req).await?.into_inner()) }
             })
             .await?;
@@ -496,10 +504,14 @@ impl AsyncClient {
         let req = v1::GetRequest {
             table: table.to_string(),
             key: key.to_vec(),
+            table_id: 0,
         };
         let r = self
-            .with_tablet(table, key, |mut c| {
-                let req = req.clone();
+            .with_tablet(table, key, |mut c, table_id| {
+                let req = v1::GetRequest {
+                    table_id,
+                    ..req.clone()
+                };
                 async move { Ok(c.head(req).await?.into_inner()) }
             })
             .await?;
@@ -617,6 +629,7 @@ impl AsyncClient {
                 window,
                 batch_rows,
                 keys_only: q.keys_only,
+                table_id: loc.table.id,
             };
             sources.push(coordinator::open(
                 &handle,

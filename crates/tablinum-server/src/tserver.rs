@@ -171,13 +171,17 @@ impl Tserver {
         s
     }
 
-    /// The open tablet of `table` holding `key`.
-    fn tablet_for(&self, table: &str, key: &[u8]) -> Result<Arc<Tablet>, Status> {
+    /// The open tablet of `table` (of id `table_id`, unless 0) holding `key`.
+    fn tablet_for(&self, table: &str, table_id: u64, key: &[u8]) -> Result<Arc<Tablet>, Status> {
         tablinum_proto::check_table_name(table)
             .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
         let m = self.tablets.read();
         m.get(table)
-            .and_then(|v| v.iter().find(|t| t.contains(key)).cloned())
+            .and_then(|v| {
+                v.iter()
+                    .find(|t| t.contains(key) && (table_id == 0 || t.table_id == table_id))
+                    .cloned()
+            })
             .ok_or_else(|| {
                 self.refuse(Status::failed_precondition(format!(
                     "not serving table {table} at key {:?} on {}",
@@ -187,12 +191,16 @@ impl Tserver {
             })
     }
 
-    fn tablet_by_id(&self, table: &str, id: u64) -> Result<Arc<Tablet>, Status> {
+    fn tablet_by_id(&self, table: &str, table_id: u64, id: u64) -> Result<Arc<Tablet>, Status> {
         tablinum_proto::check_table_name(table)
             .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
         let m = self.tablets.read();
         m.get(table)
-            .and_then(|v| v.iter().find(|t| t.id == id).cloned())
+            .and_then(|v| {
+                v.iter()
+                    .find(|t| t.id == id && (table_id == 0 || t.table_id == table_id))
+                    .cloned()
+            })
             .ok_or_else(|| {
                 self.refuse(Status::failed_precondition(format!(
                     "not serving tablet {id} of table {table} on {}",
@@ -403,7 +411,7 @@ impl TabletRpc for TserverService {
                 ))));
             }
         }
-        let tablet = ts.tablet_for(&req.table, &req.mutations[0].key)?;
+        let tablet = ts.tablet_for(&req.table, req.table_id, &req.mutations[0].key)?;
         if let Some(m) = req.mutations.iter().find(|m| !tablet.contains(&m.key)) {
             return Err(ts.refuse(Status::invalid_argument(format!(
                 "a write spans tablets: key {:?} is outside tablet {} of {} (writes are atomic within one tablet)",
@@ -442,7 +450,7 @@ impl TabletRpc for TserverService {
         let req = req.into_inner();
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
-        let tablet = ts.tablet_for(&req.table, &req.key)?;
+        let tablet = ts.tablet_for(&req.table, req.table_id, &req.key)?;
         let v = blocking(|| tablet.store.get(&req.key))
             .map_err(|e| ts.refuse(status_from_engine(e)))?;
         ts.metrics.rows_read.fetch_add(1, Ordering::Relaxed);
@@ -460,7 +468,7 @@ impl TabletRpc for TserverService {
         let req = req.into_inner();
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
-        let tablet = ts.tablet_for(&req.table, &req.key)?;
+        let tablet = ts.tablet_for(&req.table, req.table_id, &req.key)?;
         let h = blocking(|| tablet.store.head(&req.key))
             .map_err(|e| ts.refuse(status_from_engine(e)))?;
         Ok(Response::new(match h {
@@ -519,7 +527,7 @@ impl TabletRpc for TserverService {
                 String::from_utf8_lossy(&start.start)
             ))));
         }
-        let tablet = ts.tablet_by_id(&start.table, start.tablet_id)?;
+        let tablet = ts.tablet_by_id(&start.table, start.table_id, start.tablet_id)?;
         let window = if start.window == 0 {
             ts.cfg.stream_limit
         } else {

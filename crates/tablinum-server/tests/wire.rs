@@ -581,3 +581,163 @@ fn status_page_and_metrics_are_served_over_http() {
     let _ = s.read_to_end(&mut out);
     assert!(out.is_empty() || out.starts_with(b"HTTP/1.1 4"));
 }
+
+#[test]
+fn thin_clients_query_through_the_server_and_files_are_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    c.client
+        .create_table("thin", Split::Even(8), Durability::Nosync)
+        .unwrap();
+    c.wait_open("thin", 8);
+    let muts: Vec<Mutation> = (0..500u64)
+        .map(|i| Mutation {
+            key: common::mix(i).to_be_bytes().to_vec(),
+            value: format!("v{i}").into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    c.client.write_routed("thin", muts).unwrap();
+    let mut q = Query::new("thin");
+    q.skip = 10;
+    q.limit = 100;
+    let (want, _) = c.client.query_vec(&q).unwrap();
+    let addr = c.addr();
+    let (rows, stats) = c.rt.block_on(async {
+        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let mut s = cl
+            .query(v1::QueryRequest {
+                table: "thin".into(),
+                skip: 10,
+                limit: 100,
+                stream_limit: Some(v1::StreamLimit {
+                    mode: Some(v1::stream_limit::Mode::Fixed(3)),
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut rows = Vec::new();
+        let mut stats = None;
+        while let Some(m) = s.message().await.unwrap() {
+            rows.extend(m.rows);
+            if m.stats.is_some() {
+                stats = m.stats;
+            }
+        }
+        (
+            rows,
+            stats.expect("the last message carries the query's counters"),
+        )
+    });
+    let got: Vec<(Vec<u8>, Vec<u8>)> = rows.into_iter().map(|r| (r.key, r.value)).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = want.into_iter().map(|r| (r.key, r.value)).collect();
+    assert_eq!(got, want);
+    assert_eq!((stats.rows_returned, stats.rows_skipped), (100, 10));
+    // Unknown tables are NOT_FOUND through the server too.
+    let e = c.rt.block_on(async {
+        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let r = cl
+            .query(v1::QueryRequest {
+                table: "nosuch".into(),
+                ..Default::default()
+            })
+            .await;
+        match r {
+            Err(e) => e,
+            Ok(s) => s.into_inner().message().await.expect_err("must fail"),
+        }
+    });
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+    // After a flush the next heartbeats publish each tablet's immutable
+    // files in the tablet map, and they exist under the storage root.
+    c.client.flush("thin").unwrap();
+    let t0 = Instant::now();
+    let loc = loop {
+        let loc = c.client.locations("thin", true).unwrap();
+        if loc.tablets.iter().all(|t| !t.files.is_empty()) {
+            break loc;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "files not published: {loc:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let table_id = loc.table.id;
+    for t in &loc.tablets {
+        assert!(t.files.iter().any(|f| f.starts_with("ledger/")), "{t:?}");
+        for f in &t.files {
+            let p = dir
+                .path()
+                .join("storage/tables")
+                .join(table_id.to_string())
+                .join(t.id.to_string())
+                .join(f);
+            assert!(p.is_file(), "published file {} is missing", p.display());
+        }
+    }
+}
+
+#[test]
+fn dropping_a_table_removes_it_and_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    let t = c
+        .client
+        .create_table("gone", Split::Even(3), Durability::Sync)
+        .unwrap();
+    c.wait_open("gone", 3);
+    c.client.put("gone", b"k", b"v").unwrap();
+    let files = dir.path().join("storage/tables").join(t.id.to_string());
+    assert!(files.is_dir());
+    c.client.drop_table("gone").unwrap();
+    assert!(matches!(
+        c.client.get("gone", b"k"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(c.client.list_tables().unwrap().is_empty());
+    let t0 = Instant::now();
+    while files.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "files of a dropped table remain"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The name can be reused; the new table gets a new id and no old data.
+    let t2 = c
+        .client
+        .create_table("gone", Split::Even(1), Durability::Sync)
+        .unwrap();
+    assert!(t2.id > t.id);
+    c.wait_open("gone", 1);
+    assert_eq!(c.client.get("gone", b"k").unwrap(), None);
+    // A caller holding the old table's id is refused, never served by the
+    // new table of the same name.
+    let addr = c.addr();
+    let e = c.rt.block_on(async {
+        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        cl.write(v1::WriteRequest {
+            table: "gone".into(),
+            table_id: t.id,
+            mutations: vec![Mutation {
+                key: b"k".to_vec(),
+                value: b"stale".to_vec(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect_err("a stale table id must be refused")
+    });
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert_eq!(c.client.get("gone", b"k").unwrap(), None);
+}
