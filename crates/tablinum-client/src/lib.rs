@@ -45,6 +45,8 @@ pub const BACKOFF_MAX_MS_DEFAULT: u64 = 1_000;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 /// How long the coordinator waits for a tablet's next batch, ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Smallest learned start window in adaptive mode, batches.
+pub const ADAPTIVE_WINDOW_MIN_BATCHES: u32 = 2;
 /// Rows per batch when a query names none (fixed windows).
 pub const BATCH_ROWS_DEFAULT: u32 = 100;
 
@@ -616,9 +618,9 @@ impl AsyncClient {
             hint,
         );
         let handle = tokio::runtime::Handle::current();
-        let mut sources = Vec::with_capacity(tablets.len());
+        // One stream per server carrying all of its tablets' scans.
+        let mut by_server: Vec<(&str, Vec<v1::ScanStart>)> = Vec::new();
         for t in &tablets {
-            let ch = self.channel(&t.server).map_err(QueryFailure::Client)?;
             let start = v1::ScanStart {
                 table: q.table.clone(),
                 tablet_id: t.id,
@@ -631,10 +633,18 @@ impl AsyncClient {
                 keys_only: q.keys_only,
                 table_id: loc.table.id,
             };
-            sources.push(coordinator::open(
+            match by_server.iter_mut().find(|(s, _)| *s == t.server.as_str()) {
+                Some((_, v)) => v.push(start),
+                None => by_server.push((t.server.as_str(), vec![start])),
+            }
+        }
+        let mut sources = Vec::with_capacity(tablets.len());
+        for (server, starts) in by_server {
+            let ch = self.channel(server).map_err(QueryFailure::Client)?;
+            sources.extend(coordinator::open_many(
                 &handle,
                 ch,
-                start,
+                starts,
                 q.index.is_some(),
                 self.inner.cfg.idle_timeout,
             ));
@@ -666,30 +676,42 @@ impl AsyncClient {
                 }
             })
         });
-        let rows_sent: u64 = sources
-            .iter()
-            .map(|s| s.rows_received.load(Ordering::Relaxed))
-            .sum();
         match result {
             Ok(m) => {
+                // Every stream was cancelled; wait until the servers ended
+                // them, so the rows still in flight are counted as sent and
+                // wasted (bounded by the windows), and no stream outlives
+                // its query.
+                let pumps: Vec<_> = sources
+                    .iter()
+                    .filter_map(|s| s.pump.lock().take())
+                    .collect();
+                for p in pumps {
+                    let _ = tokio::time::timeout(self.inner.cfg.idle_timeout, p).await;
+                }
+                let rows_sent: u64 = sources
+                    .iter()
+                    .map(|s| s.rows_received.load(Ordering::Relaxed))
+                    .sum();
+                let rows_wasted = rows_sent.saturating_sub(m.rows_returned + m.rows_skipped);
                 if bad_row {
                     return Err(QueryFailure::Client(Error::Server(
                         "an index row could not be decoded".into(),
                     )));
                 }
                 if q.stream_limit == WindowMode::Adaptive {
-                    let start = after_cancel(window, m.rows_wasted, n, batch_rows);
-                    self.inner
-                        .hints
-                        .lock()
-                        .insert(q.table.clone(), start.max(1));
+                    // Never below two batches: one being consumed while the
+                    // next is in flight (one batch means a stall per batch).
+                    let start = after_cancel(window, rows_wasted, n, batch_rows)
+                        .max(ADAPTIVE_WINDOW_MIN_BATCHES);
+                    self.inner.hints.lock().insert(q.table.clone(), start);
                 }
                 Ok(QueryStats {
                     tablets: n,
                     rows_returned: m.rows_returned,
                     rows_skipped: m.rows_skipped,
                     rows_sent,
-                    rows_wasted: m.rows_wasted,
+                    rows_wasted,
                     waits: m.waits,
                     retries: 0,
                 })

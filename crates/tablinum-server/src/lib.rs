@@ -152,7 +152,19 @@ pub async fn start(
             .add_optional_service(msvc)
             .add_optional_service(tsvc)
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(grpc_l),
+                // The builder's tcp_nodelay applies only to sockets tonic
+                // accepts itself. Without it, Nagle holds each small scan
+                // batch until the peer's delayed ACK (~40 ms per window
+                // turn; measured: 28 ms per acknowledgement round trip).
+                tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::TcpListenerStream::new(grpc_l),
+                    |s| {
+                        if let Ok(sock) = &s {
+                            let _ = sock.set_nodelay(true);
+                        }
+                        s
+                    },
+                ),
                 async move {
                     let _ = stop_grpc.changed().await;
                 },

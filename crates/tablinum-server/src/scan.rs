@@ -1,11 +1,13 @@
-//! The server side of one flow-controlled scan stream.
+//! The server side of flow-controlled scans.
 //!
-//! Owns the credit window (at most `window` unacknowledged batches in
-//! flight; each client `ScanAck` returns credit and may change the window),
-//! the ack-wait timeout, and the cursor that reads one tablet's objects or
-//! index entries in batches bounded by rows and bytes. A stream whose
-//! client went away stops at its next batch. Never reads ahead more than one
-//! batch beyond what the window allows.
+//! Owns the credit windows of a stream's slots (one slot per tablet scan:
+//! at most `window` unacknowledged batches in flight per slot; each ack
+//! returns credit and may change the window or cancel the slot), the
+//! ack-wait timeout, the cursor that reads one tablet's objects or index
+//! entries in batches bounded by rows and bytes, and [`produce`], the one
+//! producer loop behind both `Scan` (one slot) and `ScanMany` (many slots
+//! on one gRPC stream). A stream whose client went away stops at its next
+//! credit check. Never reads a batch the window does not allow.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -17,16 +19,25 @@ use tablinum_engine::{HeadIter, ObjectIter, Store};
 use tablinum_proto::v1::Row;
 use tokio::sync::Notify;
 
-#[derive(Debug)]
-struct CreditState {
+/// Credit of one slot (one tablet scan) of a stream.
+#[derive(Debug, Clone, Copy)]
+struct SlotCredit {
     window: u32,
     in_flight: u32,
     cancelled: bool,
 }
 
-/// The window of one stream.
 #[derive(Debug)]
-pub struct Credit {
+struct CreditState {
+    slots: Vec<SlotCredit>,
+    /// The client ended the request stream: every slot is cancelled.
+    ended: bool,
+}
+
+/// The windows of one stream's slots, shared by the producer and the task
+/// reading acknowledgements.
+#[derive(Debug)]
+pub struct Credits {
     st: Mutex<CreditState>,
     notify: Notify,
 }
@@ -40,21 +51,33 @@ pub enum CreditError {
     AckTimeout,
 }
 
-impl Credit {
-    /// A window of `window` batches.
-    pub fn new(window: u32) -> Arc<Credit> {
-        Arc::new(Credit {
+impl Credits {
+    /// One window per slot, batches.
+    pub fn new(windows: &[u32]) -> Arc<Credits> {
+        Arc::new(Credits {
             st: Mutex::new(CreditState {
-                window: window.max(1),
-                in_flight: 0,
-                cancelled: false,
+                slots: windows
+                    .iter()
+                    .map(|&w| SlotCredit {
+                        window: w.max(1),
+                        in_flight: 0,
+                        cancelled: false,
+                    })
+                    .collect(),
+                ended: false,
             }),
             notify: Notify::new(),
         })
     }
 
-    /// Takes one batch of credit, waiting up to `timeout` for an ack.
-    pub async fn acquire(&self, timeout: Duration) -> Result<(), CreditError> {
+    /// Takes one batch of credit from every slot in `wanted` that has some,
+    /// waiting up to `timeout` until at least one has. Returns the slots
+    /// that got credit.
+    pub async fn acquire(
+        &self,
+        wanted: &[usize],
+        timeout: Duration,
+    ) -> Result<Vec<usize>, CreditError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.notify.notified();
@@ -62,40 +85,54 @@ impl Credit {
             notified.as_mut().enable();
             {
                 let mut st = self.st.lock();
-                if st.cancelled {
+                if st.ended {
                     return Err(CreditError::Cancelled);
                 }
-                if st.in_flight < st.window {
-                    st.in_flight += 1;
-                    return Ok(());
+                let mut got = Vec::new();
+                for &i in wanted {
+                    let c = &mut st.slots[i];
+                    if !c.cancelled && c.in_flight < c.window {
+                        c.in_flight += 1;
+                        got.push(i);
+                    }
+                }
+                if !got.is_empty() {
+                    return Ok(got);
+                }
+                if wanted.iter().all(|&i| st.slots[i].cancelled) {
+                    return Err(CreditError::Cancelled);
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let st = self.st.lock();
-                if st.cancelled {
-                    return Err(CreditError::Cancelled);
-                }
-                if st.in_flight >= st.window {
-                    return Err(CreditError::AckTimeout);
-                }
+                return Err(CreditError::AckTimeout);
             }
         }
     }
 
-    /// The client consumed `batches`; a non-zero `window` replaces the window.
-    pub fn ack(&self, batches: u32, window: u32) {
+    /// The client consumed `batches` of `slot`; a non-zero `window` replaces
+    /// its window; `cancel` stops it. Unknown slots are ignored.
+    pub fn ack(&self, slot: usize, batches: u32, window: u32, cancel: bool) {
         let mut st = self.st.lock();
-        st.in_flight = st.in_flight.saturating_sub(batches);
-        if window > 0 {
-            st.window = window.min(tablinum_proto::WINDOW_BATCHES_MAX);
+        if let Some(c) = st.slots.get_mut(slot) {
+            c.in_flight = c.in_flight.saturating_sub(batches);
+            if window > 0 {
+                c.window = window.min(tablinum_proto::WINDOW_BATCHES_MAX);
+            }
+            c.cancelled |= cancel;
         }
         drop(st);
         self.notify.notify_waiters();
     }
 
-    /// The client went away.
-    pub fn cancel(&self) {
-        self.st.lock().cancelled = true;
+    /// Whether `slot` was cancelled.
+    pub fn cancelled(&self, slot: usize) -> bool {
+        let st = self.st.lock();
+        st.ended || st.slots.get(slot).is_none_or(|c| c.cancelled)
+    }
+
+    /// The client went away: every slot stops.
+    pub fn end(&self) {
+        self.st.lock().ended = true;
         self.notify.notify_waiters();
     }
 }
@@ -125,8 +162,17 @@ pub enum Cursor {
     },
 }
 
-/// Smallest index page fetched at once, rows.
-const INDEX_PAGE_ROWS_MIN: usize = 64;
+impl Cursor {
+    /// True when batches come from the ledger alone (keys, index entries):
+    /// small reads of cached blocks, cheap enough to run on the async
+    /// worker. Value reads go through `block_in_place`.
+    pub fn ledger_only(&self) -> bool {
+        !matches!(self, Cursor::Objects(_))
+    }
+}
+
+/// Smallest index page fetched at once, rows (a page is two batches).
+const INDEX_PAGE_ROWS_MIN: usize = 16;
 
 impl Cursor {
     /// Next batch of at most `rows_max` rows and about `bytes_max` bytes;
@@ -172,7 +218,7 @@ impl Cursor {
                     done,
                 } => {
                     if buf.is_empty() && !*done {
-                        let mut page = rows_max.max(INDEX_PAGE_ROWS_MIN);
+                        let mut page = rows_max.saturating_mul(2).max(INDEX_PAGE_ROWS_MIN);
                         loop {
                             let hi = if end.is_empty() {
                                 Bound::Unbounded
@@ -223,5 +269,105 @@ impl Cursor {
             bytes += row.key.len() + row.value.len() + row.term.len();
             out.push(row);
         }
+    }
+}
+
+/// One slot of a producer: a tablet scan and its limits.
+pub struct Slot {
+    /// The cursor (`None`: the range is empty).
+    pub cursor: Option<Cursor>,
+    /// Rows per batch, at most.
+    pub rows_max: usize,
+    /// Rows to send at most.
+    pub limit: u64,
+}
+
+/// Counters the producer updates.
+pub trait ProducerMetrics: Send + Sync {
+    /// `rows` rows went out in one batch.
+    fn batch_sent(&self, rows: usize);
+    /// A stream ended by the ack-wait timeout.
+    fn ack_timeout(&self);
+}
+
+/// Produces every slot's batches into `out` (each message carries batches
+/// of several slots, about `bytes_max` bytes at most), honouring each
+/// slot's credit, until every slot is done or cancelled, the client ends
+/// the stream, or no ack arrives within `ack_wait` (then a
+/// DEADLINE_EXCEEDED status ends the stream).
+pub async fn produce(
+    mut slots: Vec<Slot>,
+    credits: Arc<Credits>,
+    out: tokio::sync::mpsc::Sender<Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>>,
+    bytes_max: usize,
+    ack_wait: Duration,
+    metrics: Arc<dyn ProducerMetrics>,
+) {
+    let mut sent = vec![0u64; slots.len()];
+    let mut open: Vec<usize> = (0..slots.len()).collect();
+    while !open.is_empty() {
+        let ready = match credits.acquire(&open, ack_wait).await {
+            Ok(r) => r,
+            Err(CreditError::Cancelled) => return,
+            Err(CreditError::AckTimeout) => {
+                metrics.ack_timeout();
+                let _ = out
+                    .send(Err(tonic::Status::deadline_exceeded(format!(
+                        "no acknowledgement within the ack-wait timeout of {} ms",
+                        ack_wait.as_millis()
+                    ))))
+                    .await;
+                return;
+            }
+        };
+        let mut msg = Vec::with_capacity(ready.len());
+        let mut msg_bytes = 0usize;
+        for i in ready {
+            let slot = &mut slots[i];
+            let want = usize::try_from(slot.limit - sent[i])
+                .unwrap_or(usize::MAX)
+                .min(slot.rows_max);
+            let r = match slot.cursor.as_mut() {
+                None => Ok((Vec::new(), true)),
+                // Ledger-only batches inline: a block_in_place per small
+                // batch costs a worker hand-off (measured: the top of the
+                // profile at q = 192). Value reads may wait on the disk.
+                Some(c) if c.ledger_only() => c.next_batch(want, bytes_max),
+                Some(c) => tokio::task::block_in_place(|| c.next_batch(want, bytes_max)),
+            };
+            let (rows, exhausted) = match r {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = out.send(Err(crate::status_from_engine(e))).await;
+                    return;
+                }
+            };
+            sent[i] += rows.len() as u64;
+            let last = exhausted || sent[i] >= slot.limit;
+            if last {
+                slot.cursor = None;
+                open.retain(|&j| j != i);
+            }
+            metrics.batch_sent(rows.len());
+            msg_bytes += rows
+                .iter()
+                .map(|r| r.key.len() + r.value.len() + r.term.len())
+                .sum::<usize>();
+            msg.push(tablinum_proto::v1::SlotBatch {
+                slot: u32::try_from(i).unwrap_or(u32::MAX),
+                rows,
+                last,
+            });
+            if msg_bytes >= bytes_max {
+                if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
+                    return;
+                }
+                msg_bytes = 0;
+            }
+        }
+        if !msg.is_empty() && out.send(Ok(msg)).await.is_err() {
+            return;
+        }
+        open.retain(|&j| !credits.cancelled(j));
     }
 }

@@ -29,7 +29,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::config::TserverConfig;
-use crate::scan::{Credit, CreditError, Cursor};
+use crate::scan::{produce, Credits, Cursor, ProducerMetrics, Slot};
 use crate::status_from_engine;
 
 /// One open tablet.
@@ -209,6 +209,112 @@ impl Tserver {
             })
     }
 
+    /// Checks one tablet scan and opens its cursor; returns the slot and its
+    /// first window.
+    fn open_slot(&self, start: &v1::ScanStart) -> Result<(Slot, u32), Status> {
+        if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
+            return Err(self.refuse(Status::invalid_argument(format!(
+                "window {} is out of range 0..={}",
+                start.window,
+                tablinum_proto::WINDOW_BATCHES_MAX
+            ))));
+        }
+        if start.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
+            return Err(self.refuse(Status::invalid_argument(format!(
+                "batch_rows {} is out of range 0..={}",
+                start.batch_rows,
+                tablinum_proto::BATCH_ROWS_MAX
+            ))));
+        }
+        if !start.end.is_empty() && start.end < start.start {
+            return Err(self.refuse(Status::invalid_argument(format!(
+                "inverted range: end {:?} is before start {:?}",
+                String::from_utf8_lossy(&start.end),
+                String::from_utf8_lossy(&start.start)
+            ))));
+        }
+        let tablet = self.tablet_by_id(&start.table, start.table_id, start.tablet_id)?;
+        let window = if start.window == 0 {
+            self.cfg.stream_limit
+        } else {
+            start.window
+        };
+        let rows_max = if start.batch_rows == 0 {
+            self.cfg.batch_rows
+        } else {
+            start.batch_rows
+        } as usize;
+        let cursor = if start.index.is_empty() {
+            // Clip the key range to the tablet.
+            let lo = start.start.clone().max(tablet.start.clone());
+            let hi = match (start.end.is_empty(), tablet.end.is_empty()) {
+                (true, _) => tablet.end.clone(),
+                (false, true) => start.end.clone(),
+                (false, false) => start.end.clone().min(tablet.end.clone()),
+            };
+            let upper = if hi.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(hi.as_slice())
+            };
+            let range = (Bound::Included(lo.as_slice()), upper);
+            if !hi.is_empty() && hi <= lo {
+                None
+            } else if start.keys_only {
+                Some(Cursor::Keys(
+                    tablet.store.scan_heads(range).map_err(status_from_engine)?,
+                ))
+            } else {
+                Some(Cursor::Objects(
+                    blocking(|| tablet.store.scan_objects(range)).map_err(status_from_engine)?,
+                ))
+            }
+        } else {
+            Some(Cursor::Index {
+                store: tablet.store.clone(),
+                name: start.index.clone(),
+                lo: Bound::Included(start.start.clone()),
+                end: start.end.clone(),
+                last: None,
+                buf: Default::default(),
+                done: false,
+            })
+        };
+        self.metrics.scans.fetch_add(1, Ordering::Relaxed);
+        let limit = if start.limit == 0 {
+            u64::MAX
+        } else {
+            start.limit
+        };
+        Ok((
+            Slot {
+                cursor,
+                rows_max,
+                limit,
+            },
+            window,
+        ))
+    }
+
+    /// Runs the producer of `slots` on its own task; returns its messages.
+    fn spawn_producer(
+        self: &Arc<Self>,
+        slots: Vec<Slot>,
+        credits: Arc<Credits>,
+    ) -> tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
+        let ack_wait = Duration::from_millis(self.cfg.ack_wait_timeout_ms);
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
+            let m: Arc<dyn ProducerMetrics> = me.clone();
+            produce(slots, credits, tx, bytes_max, ack_wait, m).await;
+            me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
+        });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+
     /// One heartbeat: report, then open and close tablets to match.
     async fn heartbeat(
         self: &Arc<Self>,
@@ -347,6 +453,19 @@ impl Tserver {
                 eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
             }
         }
+    }
+}
+
+impl ProducerMetrics for Tserver {
+    fn batch_sent(&self, rows: usize) {
+        self.metrics
+            .rows_read
+            .fetch_add(rows as u64, Ordering::Relaxed);
+        self.metrics.batches_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ack_timeout(&self) {
+        self.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -506,162 +625,94 @@ impl TabletRpc for TserverService {
                 )))
             }
         };
-        if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
-            return Err(ts.refuse(Status::invalid_argument(format!(
-                "window {} is out of range 0..={}",
-                start.window,
-                tablinum_proto::WINDOW_BATCHES_MAX
-            ))));
-        }
-        if start.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
-            return Err(ts.refuse(Status::invalid_argument(format!(
-                "batch_rows {} is out of range 0..={}",
-                start.batch_rows,
-                tablinum_proto::BATCH_ROWS_MAX
-            ))));
-        }
-        if !start.end.is_empty() && start.end < start.start {
-            return Err(ts.refuse(Status::invalid_argument(format!(
-                "inverted range: end {:?} is before start {:?}",
-                String::from_utf8_lossy(&start.end),
-                String::from_utf8_lossy(&start.start)
-            ))));
-        }
-        let tablet = ts.tablet_by_id(&start.table, start.table_id, start.tablet_id)?;
-        let window = if start.window == 0 {
-            ts.cfg.stream_limit
-        } else {
-            start.window
-        };
-        let rows_max = if start.batch_rows == 0 {
-            ts.cfg.batch_rows
-        } else {
-            start.batch_rows
-        } as usize;
-        let bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
-        let mut cursor = if start.index.is_empty() {
-            // Clip the key range to the tablet.
-            let lo = start.start.clone().max(tablet.start.clone());
-            let hi = match (start.end.is_empty(), tablet.end.is_empty()) {
-                (true, _) => tablet.end.clone(),
-                (false, true) => start.end.clone(),
-                (false, false) => start.end.clone().min(tablet.end.clone()),
-            };
-            let upper = if hi.is_empty() {
-                Bound::Unbounded
-            } else {
-                Bound::Excluded(hi.as_slice())
-            };
-            let r = if !hi.is_empty() && hi <= lo {
-                None
-            } else if start.keys_only {
-                Some(
-                    blocking(|| {
-                        tablet
-                            .store
-                            .scan_heads((Bound::Included(lo.as_slice()), upper))
-                    })
-                    .map(Cursor::Keys),
-                )
-            } else {
-                Some(
-                    blocking(|| {
-                        tablet
-                            .store
-                            .scan_objects((Bound::Included(lo.as_slice()), upper))
-                    })
-                    .map(Cursor::Objects),
-                )
-            };
-            match r {
-                None => None,
-                Some(Ok(c)) => Some(c),
-                Some(Err(e)) => return Err(status_from_engine(e)),
-            }
-        } else {
-            Some(Cursor::Index {
-                store: tablet.store.clone(),
-                name: start.index.clone(),
-                lo: Bound::Included(start.start.clone()),
-                end: start.end.clone(),
-                last: None,
-                buf: Default::default(),
-                done: false,
-            })
-        };
-        ts.metrics.scans.fetch_add(1, Ordering::Relaxed);
-        let credit = Credit::new(window);
-        // Acknowledgements (and the client going away) arrive here.
-        let c2 = credit.clone();
+        let (slot, window) = ts.open_slot(&start)?;
+        let credits = Credits::new(&[window]);
+        let c2 = credits.clone();
         tokio::spawn(async move {
             loop {
                 match inbound.message().await {
                     Ok(Some(v1::ScanClientMessage {
                         msg: Some(Msg::Ack(a)),
-                    })) => c2.ack(a.batches, a.window),
+                    })) => c2.ack(0, a.batches, a.window, false),
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => {
-                        c2.cancel();
+                        c2.end();
                         return;
                     }
                 }
             }
         });
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let ack_wait = Duration::from_millis(ts.cfg.ack_wait_timeout_ms);
-        let limit = if start.limit == 0 {
-            u64::MAX
-        } else {
-            start.limit
-        };
-        tokio::spawn(async move {
-            ts.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
-            let mut sent = 0u64;
-            loop {
-                match credit.acquire(ack_wait).await {
-                    Ok(()) => {}
-                    Err(CreditError::Cancelled) => break,
-                    Err(CreditError::AckTimeout) => {
-                        ts.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
-                        let _ = tx
-                            .send(Err(Status::deadline_exceeded(format!(
-                                "no acknowledgement within the ack-wait timeout of {} ms",
-                                ack_wait.as_millis()
-                            ))))
-                            .await;
-                        break;
-                    }
+        let rx = ts.spawn_producer(vec![slot], credits);
+        let out = tokio_stream::StreamExt::map(rx, |m| {
+            m.map(|batches| {
+                let b = batches.into_iter().next().unwrap_or_default();
+                v1::ScanBatch {
+                    rows: b.rows,
+                    last: b.last,
                 }
-                let want = usize::try_from(limit - sent)
-                    .unwrap_or(usize::MAX)
-                    .min(rows_max);
-                let r = match cursor.as_mut() {
-                    None => Ok((Vec::new(), true)),
-                    Some(c) => blocking(|| c.next_batch(want, bytes_max)),
-                };
-                match r {
-                    Ok((rows, exhausted)) => {
-                        sent += rows.len() as u64;
-                        let last = exhausted || sent >= limit;
-                        ts.metrics
-                            .rows_read
-                            .fetch_add(rows.len() as u64, Ordering::Relaxed);
-                        ts.metrics.batches_sent.fetch_add(1, Ordering::Relaxed);
-                        if tx.send(Ok(v1::ScanBatch { rows, last })).await.is_err() || last {
-                            break;
+            })
+        });
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    type ScanManyStream = BoxStream<v1::ScanManyBatch>;
+
+    async fn scan_many(
+        &self,
+        req: Request<Streaming<v1::ScanManyClientMessage>>,
+    ) -> Result<Response<Self::ScanManyStream>, Status> {
+        let ts = self.0.clone();
+        let mut inbound = req.into_inner();
+        let starts = match inbound.message().await? {
+            Some(v1::ScanManyClientMessage {
+                msg: Some(v1::scan_many_client_message::Msg::Start(s)),
+            }) => s.scans,
+            _ => {
+                return Err(ts.refuse(Status::invalid_argument(
+                    "a scan-many stream must begin with a start message",
+                )))
+            }
+        };
+        let max = tablinum_proto::TABLETS_PER_TABLE_MAX as usize;
+        if starts.is_empty() || starts.len() > max {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "a scan-many stream has {} scans; 1..={max} are allowed",
+                starts.len()
+            ))));
+        }
+        let mut slots = Vec::with_capacity(starts.len());
+        let mut windows = Vec::with_capacity(starts.len());
+        for (i, st) in starts.iter().enumerate() {
+            let (slot, window) = ts
+                .open_slot(st)
+                .map_err(|e| Status::new(e.code(), format!("scan {i}: {}", e.message())))?;
+            slots.push(slot);
+            windows.push(window);
+        }
+        let credits = Credits::new(&windows);
+        let c2 = credits.clone();
+        tokio::spawn(async move {
+            loop {
+                match inbound.message().await {
+                    Ok(Some(v1::ScanManyClientMessage {
+                        msg: Some(v1::scan_many_client_message::Msg::Acks(a)),
+                    })) => {
+                        for a in a.acks {
+                            c2.ack(a.slot as usize, a.batches, a.window, a.cancel);
                         }
                     }
-                    Err(e) => {
-                        let _ = tx.send(Err(status_from_engine(e))).await;
-                        break;
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => {
+                        c2.end();
+                        return;
                     }
                 }
             }
-            ts.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
         });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        let rx = ts.spawn_producer(slots, credits);
+        let out =
+            tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));
+        Ok(Response::new(Box::pin(out)))
     }
 
     type QueryStream = BoxStream<v1::QueryResponse>;

@@ -156,6 +156,122 @@ fn a_consumer_that_stops_acknowledging_stops_the_producer() {
     });
 }
 
+#[test]
+fn scan_many_keeps_a_window_per_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.ack_wait_timeout_ms = ACK_WAIT_MS);
+    c.client
+        .create_table(
+            "many",
+            Split::Points(vec![b"k00500".to_vec()]),
+            Durability::Nosync,
+        )
+        .unwrap();
+    c.wait_open("many", 2);
+    let muts = (0..1_000)
+        .map(|i| Mutation {
+            key: format!("k{i:05}").into_bytes(),
+            value: vec![b'x'; 20],
+            ..Default::default()
+        })
+        .collect();
+    c.client.write_routed("many", muts).unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        use v1::{
+            scan_many_client_message::Msg as M, ScanManyAcks, ScanManyClientMessage, ScanManyStart,
+            SlotAck,
+        };
+        let scan = |tablet_id, window| ScanStart {
+            table: "many".into(),
+            tablet_id,
+            window,
+            batch_rows: 10,
+            ..Default::default()
+        };
+        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(ScanManyClientMessage {
+            msg: Some(M::Start(ScanManyStart {
+                scans: vec![scan(0, 2), scan(1, 3)],
+            })),
+        })
+        .unwrap();
+        let mut s = cl
+            .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let count = |msgs: &[v1::ScanManyBatch]| {
+            let mut n = [0usize; 2];
+            for m in msgs {
+                for b in &m.batches {
+                    n[b.slot as usize] += 1;
+                }
+            }
+            n
+        };
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        while let Ok(Ok(Some(m))) = tokio::time::timeout_at(deadline, s.message()).await {
+            got.push(m);
+        }
+        assert_eq!(count(&got), [2, 3], "each slot stops at its own window");
+        // One ack for slot 1 only lets one more batch of slot 1 through;
+        // cancelling slot 0 lets nothing more of it through.
+        tx.send(ScanManyClientMessage {
+            msg: Some(M::Acks(ScanManyAcks {
+                acks: vec![
+                    SlotAck {
+                        slot: 1,
+                        batches: 1,
+                        window: 0,
+                        cancel: false,
+                    },
+                    SlotAck {
+                        slot: 0,
+                        batches: 2,
+                        window: 0,
+                        cancel: true,
+                    },
+                ],
+            })),
+        })
+        .unwrap();
+        let mut more = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        while let Ok(Ok(Some(m))) = tokio::time::timeout_at(deadline, s.message()).await {
+            more.push(m);
+        }
+        assert_eq!(count(&more), [0, 1]);
+        // Ending the request side ends the stream cleanly (no reset needed).
+        drop(tx);
+        let t0 = Instant::now();
+        loop {
+            match s.message().await {
+                Ok(None) => break,
+                Ok(Some(_)) => {}
+                Err(e) => panic!("the stream must end cleanly, got {e:?}"),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        }
+        // An empty scan list is refused.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(ScanManyClientMessage {
+            msg: Some(M::Start(ScanManyStart { scans: Vec::new() })),
+        })
+        .unwrap();
+        let e = cl
+            .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .expect_err("must fail");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("0 scans"), "{}", e.message());
+    });
+}
+
 fn code_of(r: Result<impl std::fmt::Debug, Error>) -> (String, String) {
     match r {
         Ok(v) => panic!("expected an error, got {v:?}"),

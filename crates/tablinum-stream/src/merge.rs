@@ -82,6 +82,9 @@ struct Cursor<'a, S> {
     rx: &'a S,
     rows: VecDeque<Row>,
     done: bool,
+    /// A batch has arrived: waits before the first one are the stream
+    /// starting up, not the tablet being needed more than its share.
+    started: bool,
 }
 
 impl<S: BatchSource> Cursor<'_, S> {
@@ -90,14 +93,22 @@ impl<S: BatchSource> Cursor<'_, S> {
         while self.rows.is_empty() && !self.done {
             if !self.rx.ready() {
                 stats.waits += 1;
-                let w = after_wait(mode, self.rx.window());
-                if w != self.rx.window() {
-                    self.rx.set_window(w);
+                if self.started {
+                    let w = after_wait(mode, self.rx.window());
+                    if w != self.rx.window() {
+                        self.rx.set_window(w);
+                    }
                 }
             }
             match self.rx.recv()? {
-                Received::Batch(b) if b.is_empty() => self.rx.ack(),
-                Received::Batch(b) => self.rows = b.into(),
+                Received::Batch(b) if b.is_empty() => {
+                    self.started = true;
+                    self.rx.ack();
+                }
+                Received::Batch(b) => {
+                    self.started = true;
+                    self.rows = b.into();
+                }
                 Received::End => self.done = true,
             }
         }
@@ -120,6 +131,7 @@ pub fn merge<S: BatchSource>(
             rx,
             rows: VecDeque::new(),
             done: false,
+            started: false,
         })
         .collect();
     let result = run(&mut cursors, query, &mut stats, &mut out);
