@@ -41,7 +41,8 @@ use crate::sortkey;
 
 /// What the pump task hands one slot.
 enum Msg2 {
-    Batch(Vec<Row>, bool),
+    /// Rows, last, the sort key of the row after them.
+    Batch(Vec<Row>, bool, Option<Vec<u8>>),
     Failed(Status),
 }
 
@@ -108,6 +109,8 @@ pub(crate) struct GrpcSource {
     idle: Duration,
     /// Rows of this slot that arrived from the server.
     pub(crate) rows_received: Arc<AtomicU64>,
+    /// The sort key of the row after the last batch received.
+    hint: Mutex<Option<Vec<u8>>>,
     /// The status that failed the stream, if any.
     pub(crate) failure: Mutex<Option<Status>>,
     /// The server stream's pump task (held by the stream's first slot); it
@@ -157,6 +160,7 @@ pub(crate) fn open_many(
             closed: AtomicBool::new(false),
             idle,
             rows_received: counter,
+            hint: Mutex::new(None),
             failure: Mutex::new(None),
             pump: Mutex::new(None),
         });
@@ -185,19 +189,17 @@ pub(crate) fn open_many(
                         };
                         counter.fetch_add(b.rows.len() as u64, Ordering::Relaxed);
                         last_seen[i] |= b.last;
-                        let rows: Vec<Row> = b
-                            .rows
-                            .into_iter()
-                            .map(|r| {
-                                if index {
-                                    (sortkey::encode(&r.term, &r.key), r.value)
-                                } else {
-                                    (r.key, r.value)
-                                }
-                            })
-                            .collect();
+                        let sort_key = |r: v1::Row| {
+                            if index {
+                                (sortkey::encode(&r.term, &r.key), r.value)
+                            } else {
+                                (r.key, r.value)
+                            }
+                        };
+                        let rows: Vec<Row> = b.rows.into_iter().map(sort_key).collect();
+                        let next = b.next.map(|r| sort_key(r).0);
                         // A slot whose merge is gone just drains.
-                        let _ = tx.send(Msg2::Batch(rows, b.last));
+                        let _ = tx.send(Msg2::Batch(rows, b.last, next));
                     }
                 }
                 Ok(None) => {
@@ -240,7 +242,8 @@ impl GrpcSource {
 
     fn take(&self, m: Msg2) -> Result<Received, StreamError> {
         match m {
-            Msg2::Batch(rows, last) => {
+            Msg2::Batch(rows, last, next) => {
+                *self.hint.lock() = next;
                 if last {
                     self.ended.store(true, Ordering::Release);
                     self.close(false);
@@ -324,14 +327,18 @@ impl BatchSource for GrpcSource {
         self.window.load(Ordering::Relaxed)
     }
 
+    fn next_hint(&self) -> Option<Vec<u8>> {
+        self.hint.lock().take()
+    }
+
     fn cancel(&self) -> u64 {
         self.close(true);
         let mut wasted = 0;
-        if let Some(Msg2::Batch(rows, _)) = self.peeked.lock().take() {
+        if let Some(Msg2::Batch(rows, _, _)) = self.peeked.lock().take() {
             wasted += rows.len() as u64;
         }
         while let Ok(m) = self.rx.lock().try_recv() {
-            if let Msg2::Batch(rows, _) = m {
+            if let Msg2::Batch(rows, _, _) = m {
                 wasted += rows.len() as u64;
             }
         }

@@ -26,7 +26,9 @@ use tablinum_proto::v1::{
     self, manager_client::ManagerClient, tablet_server_client::TabletServerClient,
 };
 use tablinum_stream::merge::{merge, MergeQuery};
-use tablinum_stream::window::{after_cancel, initial_window, WindowMode};
+use tablinum_stream::window::{
+    after_cancel, initial_window, WindowMode, ADAPTIVE_WINDOW_MIN_BATCHES,
+};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
@@ -45,8 +47,6 @@ pub const BACKOFF_MAX_MS_DEFAULT: u64 = 1_000;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 /// How long the coordinator waits for a tablet's next batch, ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
-/// Smallest learned start window in adaptive mode, batches.
-pub const ADAPTIVE_WINDOW_MIN_BATCHES: u32 = 2;
 /// Rows per batch when a query names none (fixed windows).
 pub const BATCH_ROWS_DEFAULT: u32 = 100;
 
@@ -172,6 +172,9 @@ pub struct QueryStats {
     pub rows_wasted: u64,
     /// Times the merge waited for a tablet.
     pub waits: u64,
+    /// Of those, waits after the tablet delivered its initial window (it
+    /// ran dry while needed).
+    pub stalls: u64,
     /// Attempts after retryable failures.
     pub retries: u32,
 }
@@ -713,6 +716,7 @@ impl AsyncClient {
                     rows_sent,
                     rows_wasted,
                     waits: m.waits,
+                    stalls: m.stalls,
                     retries: 0,
                 })
             }

@@ -70,14 +70,14 @@ impl Credits {
         })
     }
 
-    /// Takes one batch of credit from every slot in `wanted` that has some,
+    /// Takes all the credit of every slot in `wanted` that has some,
     /// waiting up to `timeout` until at least one has. Returns the slots
-    /// that got credit.
+    /// that got credit with the batches each may send now.
     pub async fn acquire(
         &self,
         wanted: &[usize],
         timeout: Duration,
-    ) -> Result<Vec<usize>, CreditError> {
+    ) -> Result<Vec<(usize, u32)>, CreditError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.notify.notified();
@@ -92,8 +92,8 @@ impl Credits {
                 for &i in wanted {
                     let c = &mut st.slots[i];
                     if !c.cancelled && c.in_flight < c.window {
-                        c.in_flight += 1;
-                        got.push(i);
+                        got.push((i, c.window - c.in_flight));
+                        c.in_flight = c.window;
                     }
                 }
                 if !got.is_empty() {
@@ -276,10 +276,39 @@ impl Cursor {
 pub struct Slot {
     /// The cursor (`None`: the range is empty).
     pub cursor: Option<Cursor>,
+    /// A row read ahead (announced as the previous batch's `next`).
+    pub lookahead: Option<tablinum_proto::v1::Row>,
     /// Rows per batch, at most.
     pub rows_max: usize,
     /// Rows to send at most.
     pub limit: u64,
+}
+
+/// Up to `want` rows of `slot`, the row read ahead first.
+fn read_batch(
+    slot: &mut Slot,
+    want: usize,
+    bytes_max: usize,
+) -> tablinum_engine::Result<(Vec<tablinum_proto::v1::Row>, bool)> {
+    let mut rows = Vec::new();
+    if want == 0 {
+        return Ok((rows, slot.cursor.is_none() && slot.lookahead.is_none()));
+    }
+    if let Some(r) = slot.lookahead.take() {
+        rows.push(r);
+    }
+    let rest = want - rows.len();
+    let (more, exhausted) = match slot.cursor.as_mut() {
+        None => (Vec::new(), true),
+        Some(_) if rest == 0 => (Vec::new(), false),
+        // Ledger-only batches inline: a block_in_place per small batch
+        // costs a worker hand-off (measured: the top of the profile at
+        // q = 192). Value reads may wait on the disk.
+        Some(c) if c.ledger_only() => c.next_batch(rest, bytes_max)?,
+        Some(c) => tokio::task::block_in_place(|| c.next_batch(rest, bytes_max))?,
+    };
+    rows.extend(more);
+    Ok((rows, exhausted))
 }
 
 /// Counters the producer updates.
@@ -304,6 +333,7 @@ pub async fn produce(
     metrics: Arc<dyn ProducerMetrics>,
 ) {
     let mut sent = vec![0u64; slots.len()];
+    let mut done = vec![false; slots.len()];
     let mut open: Vec<usize> = (0..slots.len()).collect();
     while !open.is_empty() {
         let ready = match credits.acquire(&open, ack_wait).await {
@@ -322,19 +352,21 @@ pub async fn produce(
         };
         let mut msg = Vec::with_capacity(ready.len());
         let mut msg_bytes = 0usize;
-        for i in ready {
+        // Every batch the credit allows, slot by slot: the first round
+        // delivers each slot's whole initial window, so the merge does not
+        // stall on batches the server simply had not produced yet.
+        let work = ready
+            .into_iter()
+            .flat_map(|(i, n)| std::iter::repeat_n(i, n as usize));
+        for i in work {
+            if done[i] {
+                continue; // its last batch went out earlier in this round
+            }
             let slot = &mut slots[i];
             let want = usize::try_from(slot.limit - sent[i])
                 .unwrap_or(usize::MAX)
                 .min(slot.rows_max);
-            let r = match slot.cursor.as_mut() {
-                None => Ok((Vec::new(), true)),
-                // Ledger-only batches inline: a block_in_place per small
-                // batch costs a worker hand-off (measured: the top of the
-                // profile at q = 192). Value reads may wait on the disk.
-                Some(c) if c.ledger_only() => c.next_batch(want, bytes_max),
-                Some(c) => tokio::task::block_in_place(|| c.next_batch(want, bytes_max)),
-            };
+            let r = read_batch(slot, want, bytes_max);
             let (rows, exhausted) = match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -343,9 +375,33 @@ pub async fn produce(
                 }
             };
             sent[i] += rows.len() as u64;
-            let last = exhausted || sent[i] >= slot.limit;
+            let mut last = exhausted || sent[i] >= slot.limit;
+            // Read one row ahead: its key tells the merge where this slot
+            // continues, and an exhausted cursor makes this batch the last.
+            let mut next = None;
+            if !last {
+                match read_batch(slot, 1, usize::MAX) {
+                    Ok((mut one, ex)) => match one.pop() {
+                        Some(row) => {
+                            next = Some(tablinum_proto::v1::Row {
+                                key: row.key.clone(),
+                                value: Vec::new(),
+                                term: row.term.clone(),
+                            });
+                            slot.lookahead = Some(row);
+                        }
+                        None => last = ex,
+                    },
+                    Err(e) => {
+                        let _ = out.send(Err(crate::status_from_engine(e))).await;
+                        return;
+                    }
+                }
+            }
             if last {
                 slot.cursor = None;
+                slot.lookahead = None;
+                done[i] = true;
                 open.retain(|&j| j != i);
             }
             metrics.batch_sent(rows.len());
@@ -357,6 +413,7 @@ pub async fn produce(
                 slot: u32::try_from(i).unwrap_or(u32::MAX),
                 rows,
                 last,
+                next,
             });
             if msg_bytes >= bytes_max {
                 if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {

@@ -289,6 +289,7 @@ impl Tserver {
         Ok((
             Slot {
                 cursor,
+                lookahead: None,
                 rows_max,
                 limit,
             },
@@ -642,16 +643,32 @@ impl TabletRpc for TserverService {
                 }
             }
         });
-        let rx = ts.spawn_producer(vec![slot], credits);
-        let out = tokio_stream::StreamExt::map(rx, |m| {
-            m.map(|batches| {
-                let b = batches.into_iter().next().unwrap_or_default();
-                v1::ScanBatch {
-                    rows: b.rows,
-                    last: b.last,
+        let mut rx = ts.spawn_producer(vec![slot], credits);
+        // One ScanBatch per batch (a producer message may carry several).
+        let (tx, out) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            while let Some(m) = tokio_stream::StreamExt::next(&mut rx).await {
+                let items: Vec<Result<v1::ScanBatch, Status>> = match m {
+                    Ok(batches) => batches
+                        .into_iter()
+                        .map(|b| {
+                            Ok(v1::ScanBatch {
+                                rows: b.rows,
+                                last: b.last,
+                                next: b.next,
+                            })
+                        })
+                        .collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                for item in items {
+                    if tx.send(item).await.is_err() {
+                        return;
+                    }
                 }
-            })
+            }
         });
+        let out = tokio_stream::wrappers::ReceiverStream::new(out);
         Ok(Response::new(Box::pin(out)))
     }
 

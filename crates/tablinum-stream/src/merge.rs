@@ -36,6 +36,10 @@ pub struct MergeStats {
     pub rows_wasted: u64,
     /// Times the merge had to wait for a tablet's next batch.
     pub waits: u64,
+    /// Of those, waits after the tablet delivered its initial window: the
+    /// tablet ran dry while it was needed (the ones that grow adaptive
+    /// windows).
+    pub stalls: u64,
     /// Each stream's window when the query ended.
     pub final_windows: Vec<u32>,
 }
@@ -55,6 +59,14 @@ pub trait BatchSource {
     fn window(&self) -> u32;
     /// Cancels the stream; returns rows that arrived and were never consumed.
     fn cancel(&self) -> u64;
+    /// The sort key of the row that follows the last batch received, if
+    /// the producer announced it (taken: asked once per batch). The merge
+    /// uses it as the stream's place in the heap until the next batch is
+    /// needed, so it keeps emitting other streams' smaller rows instead of
+    /// waiting. Must never be greater than the stream's next row.
+    fn next_hint(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 impl BatchSource for Receiver {
@@ -82,9 +94,12 @@ struct Cursor<'a, S> {
     rx: &'a S,
     rows: VecDeque<Row>,
     done: bool,
-    /// A batch has arrived: waits before the first one are the stream
-    /// starting up, not the tablet being needed more than its share.
-    started: bool,
+    /// Batches received so far.
+    received: u32,
+    /// The window when the stream started: waits before that many batches
+    /// arrived are the server still delivering the initial window, not the
+    /// tablet being needed more than its share.
+    initial: u32,
 }
 
 impl<S: BatchSource> Cursor<'_, S> {
@@ -93,7 +108,8 @@ impl<S: BatchSource> Cursor<'_, S> {
         while self.rows.is_empty() && !self.done {
             if !self.rx.ready() {
                 stats.waits += 1;
-                if self.started {
+                if self.received >= self.initial {
+                    stats.stalls += 1;
                     let w = after_wait(mode, self.rx.window());
                     if w != self.rx.window() {
                         self.rx.set_window(w);
@@ -102,11 +118,11 @@ impl<S: BatchSource> Cursor<'_, S> {
             }
             match self.rx.recv()? {
                 Received::Batch(b) if b.is_empty() => {
-                    self.started = true;
+                    self.received += 1;
                     self.rx.ack();
                 }
                 Received::Batch(b) => {
-                    self.started = true;
+                    self.received += 1;
                     self.rows = b.into();
                 }
                 Received::End => self.done = true,
@@ -131,7 +147,8 @@ pub fn merge<S: BatchSource>(
             rx,
             rows: VecDeque::new(),
             done: false,
-            started: false,
+            received: 0,
+            initial: rx.window(),
         })
         .collect();
     let result = run(&mut cursors, query, &mut stats, &mut out);
@@ -148,6 +165,10 @@ fn run<S: BatchSource>(
     stats: &mut MergeStats,
     out: &mut impl FnMut(Row),
 ) -> Result<(), StreamError> {
+    // Heap entries are (key, stream). A stream whose buffer is empty but
+    // whose next key is known sits in the heap under that key (a
+    // placeholder); its batch is waited for only when that key is the
+    // smallest.
     let mut heap: BinaryHeap<Reverse<(Vec<u8>, usize)>> = BinaryHeap::with_capacity(cursors.len());
     for (i, c) in cursors.iter_mut().enumerate() {
         c.fill(query.mode, stats)?;
@@ -160,6 +181,14 @@ fn run<S: BatchSource>(
             break;
         };
         let c = &mut cursors[i];
+        if c.rows.is_empty() {
+            // A placeholder reached the top: now the batch is needed.
+            c.fill(query.mode, stats)?;
+            if let Some((k, _)) = c.rows.front() {
+                heap.push(Reverse((k.clone(), i)));
+            }
+            continue;
+        }
         let Some(row) = c.rows.pop_front() else {
             continue;
         };
@@ -170,13 +199,25 @@ fn run<S: BatchSource>(
             out(row);
         }
         if c.rows.is_empty() {
-            // The batch is consumed: acknowledge, then fetch the next one
-            // unless the query is already satisfied.
+            // The batch is consumed: acknowledge, then go on from the
+            // announced next key, or fetch the next batch now.
             c.rx.ack();
             if stats.rows_returned >= query.limit {
                 break;
             }
-            c.fill(query.mode, stats)?;
+            if c.done {
+                continue;
+            }
+            match c.rx.next_hint() {
+                Some(k) => heap.push(Reverse((k, i))),
+                None => {
+                    c.fill(query.mode, stats)?;
+                    if let Some((k, _)) = c.rows.front() {
+                        heap.push(Reverse((k.clone(), i)));
+                    }
+                }
+            }
+            continue;
         }
         if let Some((k, _)) = c.rows.front() {
             heap.push(Reverse((k.clone(), i)));
