@@ -28,8 +28,10 @@ pub enum BenchCommand {
     Run {
         /// Workload TOML file.
         workload: PathBuf,
-        /// Target: tablinum, memory (and with the `peers` feature rocksdb,
-        /// rocksdb-blob, fjall, fjall-kv).
+        /// Target: tablinum, memory, cluster (the Rust client against a
+        /// `tablinum up` it starts; `cluster:ADDR` for a running cluster,
+        /// options such as `cluster:tablets=8`), and with the `peers` feature
+        /// rocksdb, rocksdb-blob, fjall, fjall-kv.
         #[arg(long)]
         target: String,
         /// Output directory for results (created if missing).
@@ -66,8 +68,9 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Report scenarios: every target side by side, each run in its own
-    /// process under a memory limit; tables, scenario.json and README.md in --out.
+    /// Report scenarios: `volume` (every target side by side, each run in its
+    /// own process under a memory limit) and `stream-limit` (index queries
+    /// against a `tablinum up` cluster); tables, scenario.json and README.md in --out.
     #[command(subcommand)]
     Scenario(crate::scenario::ScenarioCommand),
 }

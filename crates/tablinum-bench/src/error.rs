@@ -107,6 +107,14 @@ pub enum BenchError {
         /// What happened.
         reason: String,
     },
+    /// A `tablinum up` child process (the `cluster` target, the
+    /// `stream-limit` scenario) could not be started, used or stopped.
+    Cluster {
+        /// What was being done (`"start"`, `"stop"`, `"create table"`, ...).
+        action: &'static str,
+        /// What went wrong (with the tail of the cluster's log when it helps).
+        reason: String,
+    },
     /// A scenario finished but some of its runs failed; the results of the
     /// others were written.
     ScenarioIncomplete {
@@ -173,6 +181,9 @@ impl fmt::Display for BenchError {
                 write!(f, "memory limit ({}): {reason}", path.display())
             }
             BenchError::ChildRun { run, reason } => write!(f, "run {run}: {reason}"),
+            BenchError::Cluster { action, reason } => {
+                write!(f, "cluster: {action} failed: {reason}")
+            }
             BenchError::ScenarioIncomplete { failed, total, out } => write!(
                 f,
                 "{failed} of {total} runs failed (see scenario.json and the run.log files in {})",

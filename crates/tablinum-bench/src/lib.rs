@@ -9,15 +9,17 @@
 //! [`generators`] (keys, values, op mix) → [`runner`] (workers, schedule,
 //! reporter) → [`stats`] (HDR histograms) → [`output`] (CSV, JSON) and
 //! [`chart`] (PNG); [`mod@compare`] reads run directories back; [`targets`] maps
-//! `--target` names to stores; [`scenario`] reproduces the reports'
-//! experiments (each run a child process under a cgroup memory limit);
-//! [`cli`] wires the subcommands.
+//! `--target` names to stores (`cluster` through [`local_cluster`], a
+//! `tablinum up` child process); [`scenario`] reproduces the reports'
+//! experiments (each run a child process under a cgroup memory limit, or a
+//! cluster child process for `stream-limit`); [`cli`] wires the subcommands.
 
 pub mod chart;
 pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod generators;
+pub mod local_cluster;
 pub mod output;
 pub mod progress;
 pub mod runner;

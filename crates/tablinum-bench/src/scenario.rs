@@ -12,6 +12,12 @@
 //! `README.md` into `--out`. Scenarios themselves ([`volume`]) only say what
 //! to run; tables and statistics are pure functions in [`report`].
 //!
+//! The exception is [`stream_limit`] (the CouchDB `stream_limit` report): the
+//! thing measured there is a cluster, which runs as its one child process
+//! (`tablinum up`, [`crate::local_cluster`]), while the client and its
+//! coordinator run in the scenario's own process, one measured loop at a time;
+//! it writes its own `scenario.json`, `runs.csv` and `README.md`.
+//!
 //! It must never measure in its own process (a store's page cache, threads
 //! and allocator state must not leak from one run into the next), never run
 //! two children at once, never run a child outside its memory limit unless
@@ -22,6 +28,7 @@
 pub mod cgroup;
 pub mod machine;
 pub mod report;
+pub mod stream_limit;
 pub mod volume;
 
 use std::fs::File;
@@ -79,21 +86,30 @@ pub enum ScenarioCommand {
     /// empty store, every target side by side, each run in its own process
     /// under a memory limit smaller than the data.
     Volume(volume::VolumeArgs),
+    /// The CouchDB stream_limit report (apache/couchdb PR #2360): 1000-row
+    /// index queries from random starts over q = 8, 32, 96, 192 tablets with
+    /// stream limits 5, 10, 100 (one row per message) and adaptive, against
+    /// one `tablinum up` cluster; the report's table (rows/s, std-dev %, ratio
+    /// to 10 with its 3 std-dev %) plus wasted rows per request.
+    StreamLimit(stream_limit::StreamLimitArgs),
 }
 
 /// Runs a scenario command from the `tablinum` binary (children are started by
 /// re-executing the current binary; see [`ChildCommand::from_env`]).
 pub fn execute(cmd: ScenarioCommand) -> Result<(), BenchError> {
     let child = ChildCommand::from_env()?;
-    let (report, out) = match cmd {
-        ScenarioCommand::Volume(args) => (volume::run(&args, &child)?, args.out),
+    let (failed, total, out) = match cmd {
+        ScenarioCommand::Volume(args) => {
+            let r = volume::run(&args, &child)?;
+            (r.runs_failed, r.runs_total, args.out)
+        }
+        ScenarioCommand::StreamLimit(args) => {
+            let r = stream_limit::run(&args, &child)?;
+            (r.runs_failed, r.runs_total, args.out)
+        }
     };
-    if report.runs_failed > 0 {
-        return Err(BenchError::ScenarioIncomplete {
-            failed: report.runs_failed,
-            total: report.runs_total,
-            out,
-        });
+    if failed > 0 {
+        return Err(BenchError::ScenarioIncomplete { failed, total, out });
     }
     Ok(())
 }

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::{run_scenario, ChildCommand, ScenarioReport, ScenarioSpec, VariantSpec};
 use crate::cli::CACHE_BYTES_DEFAULT;
 use crate::error::BenchError;
-use crate::targets::{known_targets, MemoryTarget};
+use crate::targets::{known_targets, ClusterTarget, MemoryTarget};
 use crate::workload::{
     KeyEncoding, KeyGenerator, Mode, Operations, ValueGenerator, Workload, REPORT_INTERVAL_S_MIN,
 };
@@ -197,11 +197,13 @@ pub struct VolumeParameters {
     pub seed: u64,
 }
 
-/// The default targets: tablinum, then every peer this build has.
+/// The default targets: tablinum, then every peer this build has (not the
+/// `memory` baseline, and not `cluster`: the volume report compares engines,
+/// not the network path).
 pub fn default_targets() -> Vec<String> {
     known_targets()
         .into_iter()
-        .filter(|&t| t != MemoryTarget::NAME)
+        .filter(|&t| t != MemoryTarget::NAME && t != ClusterTarget::NAME)
         .map(str::to_string)
         .collect()
 }
@@ -417,6 +419,7 @@ mod tests {
         let (spec, p) = spec(&args()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(spec.targets[0], "tablinum");
         assert!(!spec.targets.contains(&"memory".to_string()));
+        assert!(!spec.targets.contains(&"cluster".to_string()));
         assert_eq!(
             spec.variants
                 .iter()
