@@ -49,20 +49,6 @@ pub enum TableCommand {
     },
 }
 
-/// Parses `--stream-limit N|adaptive`.
-pub fn parse_stream_limit(s: &str) -> Result<WindowMode, String> {
-    if s.eq_ignore_ascii_case("adaptive") {
-        return Ok(WindowMode::Adaptive);
-    }
-    match s.parse::<u32>() {
-        Ok(n) if (1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&n) => Ok(WindowMode::Fixed(n)),
-        _ => Err(format!(
-            "stream limit {s:?} is neither `adaptive` nor a number in 1..={}",
-            tablinum_proto::WINDOW_BATCHES_MAX
-        )),
-    }
-}
-
 /// Runs `tablinum up`: manager and tablet server in this process until
 /// Ctrl-C or SIGTERM.
 pub fn up(data: PathBuf, listen: String, http: String) -> anyhow::Result<()> {
@@ -261,7 +247,7 @@ pub struct ScanArgs {
     #[arg(long)]
     pub index: Option<String>,
     /// Unacknowledged batches per tablet: a number, or `adaptive`.
-    #[arg(long, default_value = "adaptive", value_parser = parse_stream_limit)]
+    #[arg(long, default_value = "adaptive", value_parser = WindowMode::parse)]
     pub stream_limit: WindowMode,
     /// Print keys only.
     #[arg(long)]

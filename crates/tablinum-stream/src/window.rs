@@ -21,6 +21,22 @@ pub enum WindowMode {
     Adaptive,
 }
 
+impl WindowMode {
+    /// Parses a stream limit as users write it: `adaptive`, or a number of
+    /// batches in 1..=[`WINDOW_BATCHES_MAX`]. The error names the input.
+    pub fn parse(s: &str) -> Result<WindowMode, String> {
+        if s.eq_ignore_ascii_case("adaptive") {
+            return Ok(WindowMode::Adaptive);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if (1..=WINDOW_BATCHES_MAX).contains(&n) => Ok(WindowMode::Fixed(n)),
+            _ => Err(format!(
+                "stream limit {s:?} is neither `adaptive` nor a number in 1..={WINDOW_BATCHES_MAX}"
+            )),
+        }
+    }
+}
+
 /// The first window of each of `q` tablet streams for a query that needs
 /// `skip + limit` rows, with batches of `rows_per_batch` rows: the batches
 /// one tablet supplies if rows spread evenly, at least one. `hint` is a
@@ -101,6 +117,19 @@ mod tests {
             initial_window(WindowMode::Adaptive, u64::MAX, u64::MAX, 1, 1, None),
             WINDOW_BATCHES_MAX
         );
+    }
+
+    #[test]
+    fn stream_limits_parse() {
+        assert_eq!(WindowMode::parse("adaptive"), Ok(WindowMode::Adaptive));
+        assert_eq!(WindowMode::parse("ADAPTIVE"), Ok(WindowMode::Adaptive));
+        assert_eq!(WindowMode::parse("10"), Ok(WindowMode::Fixed(10)));
+        for bad in ["0", "1025", "-1", "", "ten"] {
+            assert!(
+                WindowMode::parse(bad).unwrap_err().contains("stream limit"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

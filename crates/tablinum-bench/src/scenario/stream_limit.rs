@@ -64,7 +64,6 @@ use crate::local_cluster::LocalCluster;
 use crate::output;
 use crate::progress::Progress;
 use crate::stats::new_histogram;
-use crate::targets::cluster::parse_stream_limit;
 
 /// The shard counts of the report (its q column).
 pub const QS: [u32; 4] = [8, 32, 96, 192];
@@ -193,7 +192,7 @@ pub struct StreamLimitArgs {
     #[arg(long = "q", value_delimiter = ',')]
     pub q: Vec<u32>,
     /// Stream limits, comma-separated numbers or `adaptive` (default 5,10,100,adaptive).
-    #[arg(long, value_delimiter = ',', value_parser = parse_stream_limit)]
+    #[arg(long, value_delimiter = ',', value_parser = WindowMode::parse)]
     pub stream_limits: Vec<WindowMode>,
     /// Seed of the run order and of the query starts.
     #[arg(long, default_value_t = SEED)]
@@ -256,7 +255,7 @@ impl<'de> Deserialize<'de> for CellLimit {
         }
         match Raw::deserialize(d)? {
             Raw::Number(n) => Ok(CellLimit(WindowMode::Fixed(n))),
-            Raw::Text(t) => parse_stream_limit(&t)
+            Raw::Text(t) => WindowMode::parse(&t)
                 .map(CellLimit)
                 .map_err(serde::de::Error::custom),
         }

@@ -59,20 +59,6 @@ impl Default for ClusterSpec {
     }
 }
 
-/// Parses `N` (fixed, 1..=[`tablinum_proto::WINDOW_BATCHES_MAX`]) or `adaptive`.
-pub fn parse_stream_limit(s: &str) -> Result<WindowMode, String> {
-    if s.eq_ignore_ascii_case("adaptive") {
-        return Ok(WindowMode::Adaptive);
-    }
-    match s.parse::<u32>() {
-        Ok(n) if (1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&n) => Ok(WindowMode::Fixed(n)),
-        _ => Err(format!(
-            "stream limit `{s}` is neither `adaptive` nor a number in 1..={}",
-            tablinum_proto::WINDOW_BATCHES_MAX
-        )),
-    }
-}
-
 impl ClusterSpec {
     /// Parses what follows `cluster:`: an optional address and `KEY=VALUE`
     /// options (`tablets`, `table`, `stream_limit`, `batch_rows`, `addr`),
@@ -107,7 +93,7 @@ impl ClusterSpec {
                     tablinum_proto::check_table_name(v).map_err(|e| bad(&e))?;
                     spec.table = v.to_string();
                 }
-                "stream_limit" => spec.stream_limit = parse_stream_limit(v).map_err(|e| bad(&e))?,
+                "stream_limit" => spec.stream_limit = WindowMode::parse(v).map_err(|e| bad(&e))?,
                 "batch_rows" => {
                     spec.batch_rows = v.parse().map_err(|e| bad(&e))?;
                     if spec.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
