@@ -67,11 +67,19 @@ impl Shared {
     }
 }
 
+/// A stream with nothing to acknowledge for this long sends an empty ack
+/// message, ms: the server's ack-wait timeout (which must be longer) then
+/// means "the consumer is gone", not "the merge is busy with another
+/// server's tablets" (tablets are key ranges, so a query often reads one
+/// server's tablets long before another's).
+pub const SCAN_KEEPALIVE_MS: u64 = 250;
+
 /// The request stream: the start message, then every queued ack in one
-/// message each time the transport asks for more.
+/// message each time the transport asks for more, and keepalives.
 struct RequestStream {
     start: Option<ScanManyClientMessage>,
     rx: UnboundedReceiver<SlotAck>,
+    keepalive: tokio::time::Interval,
 }
 
 impl tokio_stream::Stream for RequestStream {
@@ -92,7 +100,12 @@ impl tokio_stream::Stream for RequestStream {
                 }))
             }
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => match self.keepalive.poll_tick(cx) {
+                Poll::Ready(_) => Poll::Ready(Some(ScanManyClientMessage {
+                    msg: Some(Msg::Acks(ScanManyAcks { acks: Vec::new() })),
+                })),
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 }
@@ -141,6 +154,12 @@ pub(crate) fn open_many(
             msg: Some(Msg::Start(ScanManyStart { scans: starts })),
         }),
         rx: ack_rx,
+        keepalive: {
+            let period = Duration::from_millis(SCAN_KEEPALIVE_MS);
+            let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        },
     };
     let mut txs = Vec::with_capacity(n);
     let mut sources = Vec::with_capacity(n);

@@ -52,6 +52,15 @@ pub(crate) fn retryable(s: &Status) -> bool {
     )
 }
 
+/// Whether a status proves the request was not applied, so even a write
+/// may be sent again: the server refused it ("not serving", tablet
+/// opening) or it never reached a server. UNKNOWN and CANCELLED (a
+/// connection that broke mid-request) do not: the write may have been
+/// applied, and sending it again could undo another client's later write.
+pub(crate) fn not_applied(s: &Status) -> bool {
+    matches!(s.code(), Code::FailedPrecondition | Code::Unavailable)
+}
+
 impl From<Status> for Error {
     fn from(s: Status) -> Self {
         let m = s.message().to_string();

@@ -394,7 +394,13 @@ impl AsyncClient {
 
     /// Runs `call` against the server of `key`'s tablet, retrying retryable
     /// failures after refreshing the locations.
-    async fn with_tablet<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
+    async fn with_tablet<T, F, Fut>(
+        &self,
+        table: &str,
+        key: &[u8],
+        idempotent: bool,
+        call: F,
+    ) -> Result<T>
     where
         F: Fn(TabletServerClient<Channel>, u64) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Status>>,
@@ -408,7 +414,7 @@ impl AsyncClient {
             } else {
                 match call(self.tserver(&t.server)?, table_id).await {
                     Ok(v) => return Ok(v),
-                    Err(s) if error::retryable(&s) => s,
+                    Err(s) if error::retryable(&s) && (idempotent || error::not_applied(&s)) => s,
                     Err(s) => return Err(s.into()),
                 }
             };
@@ -429,7 +435,7 @@ impl AsyncClient {
             mutations,
             table_id: 0,
         };
-        self.with_tablet(table, &first, |mut c, table_id| {
+        self.with_tablet(table, &first, false, |mut c, table_id| {
             let req = v1::WriteRequest {
                 table_id,
                 ..req.clone()
@@ -493,7 +499,7 @@ impl AsyncClient {
             table_id: 0,
         };
         let r = self
-            .with_tablet(table, key, |mut c, table_id| {
+            .with_tablet(table, key, true, |mut c, table_id| {
                 let req = v1::GetRequest {
                     table_id,
                     ..req.clone()
@@ -512,7 +518,7 @@ impl AsyncClient {
             table_id: 0,
         };
         let r = self
-            .with_tablet(table, key, |mut c, table_id| {
+            .with_tablet(table, key, true, |mut c, table_id| {
                 let req = v1::GetRequest {
                     table_id,
                     ..req.clone()
@@ -689,9 +695,12 @@ impl AsyncClient {
                     .iter()
                     .filter_map(|s| s.pump.lock().take())
                     .collect();
-                for p in pumps {
-                    let _ = tokio::time::timeout(self.inner.cfg.idle_timeout, p).await;
-                }
+                let _ = tokio::time::timeout(self.inner.cfg.idle_timeout, async {
+                    for p in pumps {
+                        let _ = p.await;
+                    }
+                })
+                .await;
                 let rows_sent: u64 = sources
                     .iter()
                     .map(|s| s.rows_received.load(Ordering::Relaxed))

@@ -26,7 +26,11 @@ pub const STREAM_LIMIT_DEFAULT: u32 = tablinum_stream::window::STREAM_LIMIT_DEFA
 pub const BATCH_ROWS_DEFAULT: u32 = 100;
 /// Key and value bytes per scan batch, at most (a larger single row travels alone).
 pub const BATCH_BYTES_DEFAULT: u64 = 1 << 20;
-/// A scan producer gives up after waiting this long for an acknowledgement, ms.
+/// Largest `batch_bytes` a server accepts: a batch is at most this plus one
+/// row (a 64 MiB value), which must stay below the gRPC message limit.
+pub const BATCH_BYTES_MAX: u64 = 8 << 20;
+/// A scan producer that hears nothing from its consumer (no ack, no
+/// keepalive) for this long gives up, ms.
 pub const ACK_WAIT_TIMEOUT_MS_DEFAULT: u64 = tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT;
 /// Memtable of one tablet, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
@@ -134,6 +138,12 @@ impl TserverConfig {
                 "batch_rows {} is out of range 1..={}",
                 self.batch_rows,
                 tablinum_proto::BATCH_ROWS_MAX
+            ));
+        }
+        if self.batch_bytes > BATCH_BYTES_MAX {
+            return Err(format!(
+                "batch_bytes {} is over the limit {BATCH_BYTES_MAX}",
+                self.batch_bytes
             ));
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0

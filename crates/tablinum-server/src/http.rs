@@ -4,7 +4,9 @@
 //!
 //! Owns only rendering and the socket loop. Requests are treated as hostile:
 //! the head is read up to [`REQUEST_HEAD_BYTES_MAX`] bytes within
-//! [`REQUEST_TIMEOUT_MS`], only GET is served, anything else gets a 4xx.
+//! [`REQUEST_TIMEOUT_MS`] (and the response must be taken within it too),
+//! at most [`CONNECTIONS_MAX`] connections are served at once, and only GET
+//! is served; anything else gets a 4xx.
 //! Never changes cluster state.
 
 use std::fmt::Write as _;
@@ -21,8 +23,12 @@ use crate::tserver::Tserver;
 
 /// Largest request head accepted, bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
-/// Time a client has to send its request head, ms.
+/// Time a client has to send its request head, and to take the response, ms.
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// Connections served at once; more wait to be accepted.
+pub const CONNECTIONS_MAX: usize = 64;
+/// Pause after a failed accept (e.g. out of file descriptors), ms.
+pub const ACCEPT_BACKOFF_MS: u64 = 50;
 
 /// What one process runs: either role or both.
 pub struct Node {
@@ -276,16 +282,28 @@ pub async fn serve(
     node: Arc<Node>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
         let (mut sock, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
-                Err(_) => continue,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_BACKOFF_MS)).await;
+                    continue;
+                }
             },
             _ = stop.changed() => return,
         };
         let node = node.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
             let mut n = 0;
             let read = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), async {
@@ -326,8 +344,12 @@ pub async fn serve(
                 "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.shutdown().await;
+            let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
+            let _ = tokio::time::timeout(timeout, async {
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            })
+            .await;
         });
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use prost::Message;
-use tablinum_engine::{Durability as EngineDurability, Options, Store};
+use tablinum_engine::{Batch, Durability as EngineDurability, Options, Store};
 use tablinum_proto::v1::{self, manager_server::Manager as ManagerRpc};
 use tonic::{Request, Response, Status};
 
@@ -30,6 +30,8 @@ const KEY_TABLE: &[u8] = b"table/";
 const KEY_SERVER: &[u8] = b"server/";
 const KEY_DROPPED: &[u8] = b"dropped/";
 const KEY_NEXT_TABLE_ID: &[u8] = b"next_table_id";
+/// How often a drop checks whether servers have let go of the table.
+const DROP_POLL: Duration = Duration::from_millis(20);
 
 /// A table as stored in the metadata (`table/<name>`).
 #[derive(Clone, PartialEq, Message)]
@@ -87,6 +89,10 @@ struct Live {
     address: String,
     http: String,
     last: Instant,
+    /// It has heartbeated since this manager started (`hosted` is real).
+    reported: bool,
+    /// Heartbeats received from it since this manager started.
+    beats: u64,
     hosted: HashSet<(u64, u64)>,
     rows_written: u64,
     rows_read: u64,
@@ -176,6 +182,8 @@ impl Manager {
                     address: s.address,
                     http: s.http,
                     last: now,
+                    reported: false,
+                    beats: 0,
                     hosted: HashSet::new(),
                     rows_written: 0,
                     rows_read: 0,
@@ -220,6 +228,13 @@ impl Manager {
 
     fn delete(&self, key: &[u8]) -> Result<(), Status> {
         tokio::task::block_in_place(|| self.store.delete(key))
+            .map(|_| ())
+            .map_err(status_from_engine)
+    }
+
+    /// Applies `batch` atomically (all or none after a crash).
+    fn write(&self, batch: &Batch) -> Result<(), Status> {
+        tokio::task::block_in_place(|| self.store.write(batch))
             .map(|_| ())
             .map_err(status_from_engine)
     }
@@ -311,13 +326,19 @@ impl Manager {
             self.save_table(&t)?;
         }
         self.counters.lock().1 += moves;
-        // Remove dropped tables' files once no live server holds a tablet.
+        // Remove dropped tables' files once no live server holds a tablet,
+        // and only when every live server has reported since this manager
+        // started (before that, `hosted` is unknown).
         let dropped: Vec<u64> = st.dropped.keys().copied().collect();
+        let all_reported = st.servers.values().all(|l| l.reported);
+        let live_ids: HashSet<u64> = st.tables.values().map(|t| t.id).collect();
         for id in dropped {
-            let held = st
-                .servers
-                .values()
-                .any(|l| l.hosted.iter().any(|(t, _)| *t == id));
+            let held = !all_reported
+                || live_ids.contains(&id)
+                || st
+                    .servers
+                    .values()
+                    .any(|l| l.hosted.iter().any(|(t, _)| *t == id));
             if !held {
                 let dir = self.tablet_dir(id);
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -498,8 +519,14 @@ impl ManagerRpc for ManagerService {
                 durability: req.durability,
                 tablets,
             };
-            m.put(KEY_NEXT_TABLE_ID, &(id + 1).to_be_bytes())?;
-            m.save_table(&rec)?;
+            // The id counter and the table in one atomic write.
+            let mut b = Batch::new();
+            b.put(KEY_NEXT_TABLE_ID, &(id + 1).to_be_bytes());
+            b.put(
+                &[KEY_TABLE, rec.name.as_bytes()].concat(),
+                &rec.encode_to_vec(),
+            );
+            m.write(&b)?;
             st.next_table_id = id + 1;
             st.tables.insert(rec.name.clone(), rec.clone());
             rec
@@ -517,15 +544,46 @@ impl ManagerRpc for ManagerService {
         let name = req.into_inner().name;
         tablinum_proto::check_table_name(&name).map_err(Status::invalid_argument)?;
         let m = &self.0;
-        {
+        let id = {
             let mut st = m.state.lock();
             let Some(t) = st.tables.get(&name).cloned() else {
                 return Err(Status::not_found(format!("table {name} does not exist")));
             };
-            m.put(&[KEY_DROPPED, &t.id.to_be_bytes()].concat(), b"")?;
-            m.delete(&[KEY_TABLE, name.as_bytes()].concat())?;
+            // The drop marker and the table's removal in one atomic write.
+            let mut b = Batch::new();
+            b.put(&[KEY_DROPPED, &t.id.to_be_bytes()].concat(), b"");
+            b.delete(&[KEY_TABLE, name.as_bytes()].concat());
+            m.write(&b)?;
             st.tables.remove(&name);
             st.dropped.insert(t.id, ());
+            let beats: HashMap<String, u64> = st
+                .servers
+                .iter()
+                .map(|(id, l)| (id.clone(), l.beats))
+                .collect();
+            (t.id, beats)
+        };
+        let (id, beats_at_drop) = id;
+        // Return only once no live server serves the table any more: a
+        // client with a stale map must not have a write acknowledged into a
+        // table that is being removed. Each server needs two heartbeats
+        // after the drop: the answer to the first withdraws the tablets
+        // (closing them, and discarding opens still under way), the second
+        // is sent after that and must show none of them. Bounded: a server
+        // silent this long is being declared dead anyway.
+        let deadline = Instant::now() + 2 * m.cfg.heartbeat_timeout();
+        loop {
+            let held = {
+                let st = m.state.lock();
+                st.servers.iter().any(|(sid, l)| {
+                    let since = l.beats - beats_at_drop.get(sid).copied().unwrap_or(0);
+                    since < 2 || l.hosted.iter().any(|(t, _)| *t == id)
+                })
+            };
+            if !held || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(DROP_POLL).await;
         }
         Ok(Response::new(v1::DropTableResponse {}))
     }
@@ -622,12 +680,15 @@ impl ManagerRpc for ManagerService {
                 .iter()
                 .map(|t| (t.table_id, t.tablet_id))
                 .collect();
+            let prev_beats = st.servers.get(&hb.server_id).map_or(0, |l| l.beats);
             st.servers.insert(
                 hb.server_id.clone(),
                 Live {
                     address: hb.address.clone(),
                     http: hb.http.clone(),
                     last: Instant::now(),
+                    reported: true,
+                    beats: prev_beats + 1,
                     hosted,
                     rows_written: hb.rows_written,
                     rows_read: hb.rows_read,

@@ -32,6 +32,8 @@ struct CreditState {
     slots: Vec<SlotCredit>,
     /// The client ended the request stream: every slot is cancelled.
     ended: bool,
+    /// When the client last sent anything (an ack or a keepalive).
+    last_heard: tokio::time::Instant,
 }
 
 /// The windows of one stream's slots, shared by the producer and the task
@@ -65,26 +67,31 @@ impl Credits {
                     })
                     .collect(),
                 ended: false,
+                last_heard: tokio::time::Instant::now(),
             }),
             notify: Notify::new(),
         })
     }
 
     /// Takes all the credit of every slot in `wanted` that has some,
-    /// waiting up to `timeout` until at least one has. Returns the slots
-    /// that got credit with the batches each may send now.
+    /// waiting until at least one has. Gives up with `AckTimeout` when the
+    /// client has sent nothing (no ack, no keepalive) for `timeout`: a
+    /// consumer that is alive but not yet reading this server's slots keeps
+    /// the stream open with keepalives. Returns the slots that got credit
+    /// with the batches each may send now.
     pub async fn acquire(
         &self,
         wanted: &[usize],
         timeout: Duration,
     ) -> Result<Vec<(usize, u32)>, CreditError> {
-        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let deadline;
             {
                 let mut st = self.st.lock();
+                deadline = st.last_heard + timeout;
                 if st.ended {
                     return Err(CreditError::Cancelled);
                 }
@@ -103,7 +110,9 @@ impl Credits {
                     return Err(CreditError::Cancelled);
                 }
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            if tokio::time::timeout_at(deadline, notified).await.is_err()
+                && self.st.lock().last_heard + timeout <= tokio::time::Instant::now()
+            {
                 return Err(CreditError::AckTimeout);
             }
         }
@@ -113,6 +122,7 @@ impl Credits {
     /// its window; `cancel` stops it. Unknown slots are ignored.
     pub fn ack(&self, slot: usize, batches: u32, window: u32, cancel: bool) {
         let mut st = self.st.lock();
+        st.last_heard = tokio::time::Instant::now();
         if let Some(c) = st.slots.get_mut(slot) {
             c.in_flight = c.in_flight.saturating_sub(batches);
             if window > 0 {
@@ -121,6 +131,12 @@ impl Credits {
             c.cancelled |= cancel;
         }
         drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// The client sent something (a keepalive): it is alive.
+    pub fn touch(&self) {
+        self.st.lock().last_heard = tokio::time::Instant::now();
         self.notify.notify_waiters();
     }
 
@@ -170,6 +186,22 @@ impl Cursor {
         !matches!(self, Cursor::Objects(_))
     }
 }
+
+/// Bytes a row counts against batch and message caps besides its key,
+/// value and term: its share of the framing (so a keys-only batch of tiny
+/// keys is bounded too).
+pub const ROW_OVERHEAD_BYTES: usize = 32;
+
+/// What one row counts against the byte caps.
+pub fn row_bytes(r: &Row) -> usize {
+    r.key.len() + r.value.len() + r.term.len() + ROW_OVERHEAD_BYTES
+}
+
+/// Bytes of batches packed into one message, at most (unless a single
+/// batch is larger): the gRPC limit less room for framing. A batch is at
+/// most the batch cap plus one row, which `config::BATCH_BYTES_MAX` keeps
+/// below this.
+pub const MESSAGE_BYTES_BUDGET: usize = tablinum_proto::GRPC_MESSAGE_BYTES_MAX - (4 << 20);
 
 /// Smallest index page fetched at once, rows (a page is two batches).
 const INDEX_PAGE_ROWS_MIN: usize = 16;
@@ -266,7 +298,7 @@ impl Cursor {
                     }
                 }
             };
-            bytes += row.key.len() + row.value.len() + row.term.len();
+            bytes += row_bytes(&row);
             out.push(row);
         }
     }
@@ -294,18 +326,21 @@ fn read_batch(
     if want == 0 {
         return Ok((rows, slot.cursor.is_none() && slot.lookahead.is_none()));
     }
+    let mut budget = bytes_max;
     if let Some(r) = slot.lookahead.take() {
+        budget = budget.saturating_sub(row_bytes(&r));
         rows.push(r);
     }
-    let rest = want - rows.len();
+    // A read-ahead row that fills the byte cap travels alone.
+    let rest = if budget == 0 { 0 } else { want - rows.len() };
     let (more, exhausted) = match slot.cursor.as_mut() {
         None => (Vec::new(), true),
         Some(_) if rest == 0 => (Vec::new(), false),
         // Ledger-only batches inline: a block_in_place per small batch
         // costs a worker hand-off (measured: the top of the profile at
         // q = 192). Value reads may wait on the disk.
-        Some(c) if c.ledger_only() => c.next_batch(rest, bytes_max)?,
-        Some(c) => tokio::task::block_in_place(|| c.next_batch(rest, bytes_max))?,
+        Some(c) if c.ledger_only() => c.next_batch(rest, budget)?,
+        Some(c) => tokio::task::block_in_place(|| c.next_batch(rest, budget))?,
     };
     rows.extend(more);
     Ok((rows, exhausted))
@@ -359,8 +394,10 @@ pub async fn produce(
             .into_iter()
             .flat_map(|(i, n)| std::iter::repeat_n(i, n as usize));
         for i in work {
-            if done[i] {
-                continue; // its last batch went out earlier in this round
+            if done[i] || credits.cancelled(i) {
+                // Its last batch went out earlier in this round, or the
+                // client no longer wants it: read nothing more for it.
+                continue;
             }
             let slot = &mut slots[i];
             let want = usize::try_from(slot.limit - sent[i])
@@ -405,10 +442,14 @@ pub async fn produce(
                 open.retain(|&j| j != i);
             }
             metrics.batch_sent(rows.len());
-            msg_bytes += rows
-                .iter()
-                .map(|r| r.key.len() + r.value.len() + r.term.len())
-                .sum::<usize>();
+            let batch_bytes: usize = rows.iter().map(row_bytes).sum();
+            if !msg.is_empty() && msg_bytes + batch_bytes > MESSAGE_BYTES_BUDGET {
+                if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
+                    return;
+                }
+                msg_bytes = 0;
+            }
+            msg_bytes += batch_bytes;
             msg.push(tablinum_proto::v1::SlotBatch {
                 slot: u32::try_from(i).unwrap_or(u32::MAX),
                 rows,

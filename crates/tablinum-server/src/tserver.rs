@@ -89,6 +89,9 @@ pub struct Tserver {
     http: String,
     tablets: RwLock<HashMap<String, Vec<Arc<Tablet>>>>,
     opening: Mutex<HashSet<(u64, u64)>>,
+    /// The assignment of the latest heartbeat answer: an open that finishes
+    /// after its tablet was withdrawn is discarded.
+    assigned: Mutex<HashSet<(u64, u64)>>,
     /// Counters.
     pub metrics: TserverMetrics,
     query_client: tablinum_client::AsyncClient,
@@ -120,6 +123,7 @@ impl Tserver {
             http,
             tablets: RwLock::new(HashMap::new()),
             opening: Mutex::new(HashSet::new()),
+            assigned: Mutex::new(HashSet::new()),
             metrics: TserverMetrics::default(),
             query_client,
         }))
@@ -346,6 +350,7 @@ impl Tserver {
             .iter()
             .map(|a| (a.table_id, a.tablet_id))
             .collect();
+        *self.assigned.lock() = wanted.clone();
         // Close what is no longer ours.
         let mut closing = Vec::new();
         {
@@ -361,12 +366,17 @@ impl Tserver {
             }
             m.retain(|_, v| !v.is_empty());
         }
-        for t in closing {
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = t.store.close() {
-                    eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+        // Finish closing before the next heartbeat reports these tablets
+        // gone: the manager may then remove a dropped table's files.
+        if !closing.is_empty() {
+            let _ = tokio::task::spawn_blocking(move || {
+                for t in closing {
+                    if let Err(e) = t.store.close() {
+                        eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+                    }
                 }
-            });
+            })
+            .await;
         }
         // Open what is newly ours, concurrently.
         let open: HashSet<(u64, u64)> = {
@@ -380,6 +390,10 @@ impl Tserver {
             }
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
+                if !me.assigned.lock().contains(&k) {
+                    me.opening.lock().remove(&k);
+                    return; // withdrawn before the open started
+                }
                 let dir = me.tablet_dir(a.table_id, a.tablet_id);
                 let r = std::fs::create_dir_all(&dir)
                     .map_err(|e| e.to_string())
@@ -399,9 +413,20 @@ impl Tserver {
                             store: Arc::new(store),
                         });
                         let mut m = me.tablets.write();
-                        let v = m.entry(a.table).or_default();
-                        v.push(t);
-                        v.sort_by(|x, y| x.start.cmp(&y.start));
+                        if me.assigned.lock().contains(&k) {
+                            let v = m.entry(a.table).or_default();
+                            v.push(t);
+                            v.sort_by(|x, y| x.start.cmp(&y.start));
+                        } else {
+                            // Withdrawn while opening (moved or dropped).
+                            drop(m);
+                            if let Err(e) = t.store.close() {
+                                eprintln!(
+                                    "tserver: closing withdrawn tablet {} of {}: {e}",
+                                    t.id, t.table
+                                );
+                            }
+                        }
                     }
                     Err(e) => eprintln!(
                         "tserver: cannot open tablet {} of {} yet (will retry): {e}",
@@ -493,6 +518,10 @@ fn check_key(what: &str, key: &[u8]) -> Result<(), Status> {
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
+
+/// Rows per message of a thin-client query, at most (also capped by
+/// `batch_bytes`).
+pub const QUERY_CHUNK_ROWS: usize = 1000;
 
 /// The gRPC face of a tablet server.
 #[derive(Clone)]
@@ -714,6 +743,9 @@ impl TabletRpc for TserverService {
                     Ok(Some(v1::ScanManyClientMessage {
                         msg: Some(v1::scan_many_client_message::Msg::Acks(a)),
                     })) => {
+                        if a.acks.is_empty() {
+                            c2.touch(); // a keepalive
+                        }
                         for a in a.acks {
                             c2.ack(a.slot as usize, a.batches, a.window, a.cancel);
                         }
@@ -761,6 +793,8 @@ impl TabletRpc for TserverService {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
         tokio::spawn(async move {
             let mut chunk: Vec<v1::Row> = Vec::new();
+            let mut chunk_bytes = 0usize;
+            let chunk_bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
             let tx2 = tx.clone();
             let mut out = |row: tablinum_client::QueryRow| {
                 chunk.push(v1::Row {
@@ -768,7 +802,9 @@ impl TabletRpc for TserverService {
                     value: row.value,
                     term: row.term.unwrap_or_default(),
                 });
-                if chunk.len() >= 1000 {
+                chunk_bytes += crate::scan::row_bytes(chunk.last().expect("pushed"));
+                if chunk.len() >= QUERY_CHUNK_ROWS || chunk_bytes >= chunk_bytes_max {
+                    chunk_bytes = 0;
                     let rows = std::mem::take(&mut chunk);
                     let _ = tx2.blocking_send(Ok(v1::QueryResponse { rows, stats: None }));
                 }

@@ -13,6 +13,9 @@ pub struct TestCluster {
     pub rt: tokio::runtime::Runtime,
     pub running: Option<Running>,
     pub client: Client,
+    /// Extra tablet servers (`add_tserver`).
+    pub extra: Vec<Running>,
+    dir: std::path::PathBuf,
 }
 
 impl TestCluster {
@@ -45,7 +48,28 @@ impl TestCluster {
             rt,
             running: Some(running),
             client,
+            extra: Vec::new(),
+            dir: dir.to_path_buf(),
         }
+    }
+
+    /// Starts another tablet server (its own sockets) reporting to this
+    /// cluster's manager.
+    pub fn add_tserver(&mut self, tweak: impl FnOnce(&mut TserverConfig)) {
+        let mut t = TserverConfig {
+            listen: "127.0.0.1:0".into(),
+            http: "127.0.0.1:0".into(),
+            manager: self.addr(),
+            storage: self.dir.join("storage"),
+            heartbeat_interval_ms: 100,
+            ..TserverConfig::default()
+        };
+        tweak(&mut t);
+        let r = self
+            .rt
+            .block_on(tablinum_server::start(None, Some(t)))
+            .unwrap();
+        self.extra.push(r);
     }
 
     pub fn addr(&self) -> String {
@@ -82,6 +106,9 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        for r in std::mem::take(&mut self.extra) {
+            self.rt.block_on(r.shutdown());
+        }
         if let Some(r) = self.running.take() {
             self.rt.block_on(r.shutdown());
         }
