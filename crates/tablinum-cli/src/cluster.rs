@@ -273,16 +273,19 @@ pub fn scan(cluster: &str, a: ScanArgs) -> anyhow::Result<()> {
     };
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut err = None;
-    let stats = c.query(&q, &mut |r| {
+    // A closed pipe (`| head`) stops the query: no tablet keeps streaming.
+    let stats = c.query_until(&q, &mut |r| {
         use std::io::Write;
         let line = match (&r.term, a.keys_only) {
             (Some(t), _) => format!("{}\t{}", show(t), show(&r.key)),
             (None, true) => show(&r.key),
             (None, false) => format!("{}\t{}", show(&r.key), show(&r.value)),
         };
-        if err.is_none() {
-            if let Err(e) = writeln!(out, "{line}") {
+        match writeln!(out, "{line}") {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
                 err = Some(e);
+                std::ops::ControlFlow::Break(())
             }
         }
     })?;

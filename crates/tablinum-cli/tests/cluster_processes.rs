@@ -291,6 +291,59 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
         "{page}"
     );
 
+    // A reader that goes away (`| head -1`) stops the scan: the cluster
+    // does not read the rest of a large table.
+    let c = Client::connect(&addr).unwrap();
+    c.create_table("large", Split::Even(4), Durability::Nosync)
+        .unwrap();
+    let muts: Vec<tablinum_client::Mutation> = (0..40_000u32)
+        .map(|i| tablinum_client::Mutation {
+            key: format!("r{i:06}").into_bytes(),
+            value: vec![b'v'; 100],
+            ..Default::default()
+        })
+        .collect();
+    c.write_routed("large", muts).unwrap();
+    let rows_read = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&http).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut o = String::new();
+        s.read_to_string(&mut o).unwrap();
+        o.lines()
+            .find_map(|l| l.strip_prefix("tablinum_tserver_rows_read_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap()
+    };
+    let before = rows_read();
+    let mut scan = Command::new(BIN)
+        .args(["scan", "large", "--stream-limit", "1", "--cluster", &addr])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(scan.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap(); // the reader is dropped here: the pipe closes
+    assert_eq!(first.split('\t').next(), Some("r000000"));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = scan.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "scan kept running after its reader left"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let read = rows_read() - before;
+    assert!(
+        read < 20_000.0,
+        "the cluster read {read} rows of 40,000 for one printed row"
+    );
+
     // SIGTERM closes the tablets cleanly; a restart serves the same data.
     let pid = procs.0[0].id();
     assert!(Command::new("kill")

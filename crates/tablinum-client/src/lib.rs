@@ -16,6 +16,7 @@ mod error;
 pub mod sortkey;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -557,6 +558,21 @@ impl AsyncClient {
         q: &Query,
         out: &mut (dyn FnMut(QueryRow) + Send),
     ) -> Result<QueryStats> {
+        self.query_until(q, &mut |r| {
+            out(r);
+            ControlFlow::Continue(())
+        })
+        .await
+    }
+
+    /// [`AsyncClient::query`] that stops (cancelling every tablet stream)
+    /// as soon as `out` answers `Break`: a reader that went away must not
+    /// keep the cluster scanning.
+    pub async fn query_until(
+        &self,
+        q: &Query,
+        out: &mut (dyn FnMut(QueryRow) -> ControlFlow<()> + Send),
+    ) -> Result<QueryStats> {
         check_query(q)?;
         let mut b = Backoff::new(&self.inner.cfg);
         let mut refresh = false;
@@ -587,7 +603,7 @@ impl AsyncClient {
         &self,
         q: &Query,
         refresh: bool,
-        out: &mut (dyn FnMut(QueryRow) + Send),
+        out: &mut (dyn FnMut(QueryRow) -> ControlFlow<()> + Send),
     ) -> std::result::Result<QueryStats, QueryFailure> {
         let loc = self
             .locations(&q.table, refresh)
@@ -674,7 +690,10 @@ impl AsyncClient {
                             value: v,
                             term: Some(term),
                         }),
-                        None => bad_row = true,
+                        None => {
+                            bad_row = true;
+                            ControlFlow::Break(())
+                        }
                     }
                 } else {
                     out(QueryRow {
@@ -891,6 +910,15 @@ impl Client {
     /// See [`AsyncClient::query`].
     pub fn query(&self, q: &Query, out: &mut (dyn FnMut(QueryRow) + Send)) -> Result<QueryStats> {
         self.rt.block_on(self.inner.query(q, out))
+    }
+
+    /// See [`AsyncClient::query_until`].
+    pub fn query_until(
+        &self,
+        q: &Query,
+        out: &mut (dyn FnMut(QueryRow) -> ControlFlow<()> + Send),
+    ) -> Result<QueryStats> {
+        self.rt.block_on(self.inner.query_until(q, out))
     }
 
     /// Runs a query and collects its rows.

@@ -797,19 +797,27 @@ impl TabletRpc for TserverService {
             let chunk_bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
             let tx2 = tx.clone();
             let mut out = |row: tablinum_client::QueryRow| {
-                chunk.push(v1::Row {
+                let r = v1::Row {
                     key: row.key,
                     value: row.value,
                     term: row.term.unwrap_or_default(),
-                });
-                chunk_bytes += crate::scan::row_bytes(chunk.last().expect("pushed"));
+                };
+                chunk_bytes += crate::scan::row_bytes(&r);
+                chunk.push(r);
                 if chunk.len() >= QUERY_CHUNK_ROWS || chunk_bytes >= chunk_bytes_max {
                     chunk_bytes = 0;
                     let rows = std::mem::take(&mut chunk);
-                    let _ = tx2.blocking_send(Ok(v1::QueryResponse { rows, stats: None }));
+                    if tx2
+                        .blocking_send(Ok(v1::QueryResponse { rows, stats: None }))
+                        .is_err()
+                    {
+                        // The caller went away: stop scanning.
+                        return std::ops::ControlFlow::Break(());
+                    }
                 }
+                std::ops::ControlFlow::Continue(())
             };
-            let res = ts.query_client.query(&q, &mut out).await;
+            let res = ts.query_client.query_until(&q, &mut out).await;
             let rows = std::mem::take(&mut chunk);
             let msg = match res {
                 Ok(s) => Ok(v1::QueryResponse {

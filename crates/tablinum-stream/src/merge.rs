@@ -9,6 +9,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::ops::ControlFlow;
 
 use crate::channel::{Received, Receiver, StreamError};
 use crate::window::{after_wait, WindowMode};
@@ -133,12 +134,14 @@ impl<S: BatchSource> Cursor<'_, S> {
 }
 
 /// Merges `streams` (each sorted by key, keys unique across streams) in key
-/// order, handing rows to `out` after `skip`, until `limit` rows or the end.
-/// Every stream is cancelled before returning, on success or error.
+/// order, handing rows to `out` after `skip`, until `limit` rows, the end,
+/// or `out` answers `Break` (the caller wants no more: a closed pipe, a
+/// client gone). Every stream is cancelled before returning, on success or
+/// error.
 pub fn merge<S: BatchSource>(
     streams: &[S],
     query: &MergeQuery,
-    mut out: impl FnMut(Row),
+    mut out: impl FnMut(Row) -> ControlFlow<()>,
 ) -> Result<MergeStats, StreamError> {
     let mut stats = MergeStats::default();
     let mut cursors: Vec<Cursor<'_, S>> = streams
@@ -163,7 +166,7 @@ fn run<S: BatchSource>(
     cursors: &mut [Cursor<'_, S>],
     query: &MergeQuery,
     stats: &mut MergeStats,
-    out: &mut impl FnMut(Row),
+    out: &mut impl FnMut(Row) -> ControlFlow<()>,
 ) -> Result<(), StreamError> {
     // Heap entries are (key, stream). A stream whose buffer is empty but
     // whose next key is known sits in the heap under that key (a
@@ -196,7 +199,9 @@ fn run<S: BatchSource>(
             stats.rows_skipped += 1;
         } else {
             stats.rows_returned += 1;
-            out(row);
+            if out(row).is_break() {
+                return Ok(());
+            }
         }
         if c.rows.is_empty() {
             // The batch is consumed: acknowledge, then go on from the

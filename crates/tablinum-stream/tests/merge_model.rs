@@ -50,7 +50,11 @@ fn run_query(
         }));
     }
     let mut got = Vec::new();
-    let stats = merge(&rxs, &MergeQuery { skip, limit, mode }, |r| got.push(r)).unwrap();
+    let stats = merge(&rxs, &MergeQuery { skip, limit, mode }, |r| {
+        got.push(r);
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
     let sent: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
     assert_eq!(
         sent,
@@ -106,4 +110,44 @@ fn adaptive_windows_waste_less_than_a_large_fixed_window_at_high_q() {
         wasted_adaptive < wasted_fixed,
         "adaptive {wasted_adaptive} vs fixed {wasted_fixed}"
     );
+}
+
+#[test]
+fn a_consumer_that_says_stop_cancels_every_stream() {
+    use std::ops::ControlFlow;
+    use tablinum_stream::channel::StreamError;
+    let cfg = StreamConfig {
+        window_batches: 2,
+        batch_rows_max: 5,
+        ..StreamConfig::default()
+    };
+    let mut rxs = Vec::new();
+    let mut producers = Vec::new();
+    for p in 0..4u32 {
+        let (tx, rx) = stream(cfg);
+        rxs.push(rx);
+        let rows: Vec<Row> = (0..10_000).map(|i| (key(i * 4 + p), Vec::new())).collect();
+        producers.push(thread::spawn(move || tx.send_all(rows)));
+    }
+    let mut got = Vec::new();
+    let q = MergeQuery {
+        skip: 0,
+        limit: u64::MAX,
+        mode: WindowMode::Fixed(2),
+    };
+    let stats = merge(&rxs, &q, |r| {
+        got.push(r.0);
+        if got.len() == 7 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(stats.rows_returned, 7);
+    assert_eq!(got, (0..7).map(key).collect::<Vec<_>>());
+    // Every producer was cancelled, long before its 10,000 rows.
+    for p in producers {
+        assert_eq!(p.join().unwrap(), Err(StreamError::Cancelled));
+    }
 }
