@@ -48,7 +48,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub(crate) fn retryable(s: &Status) -> bool {
     matches!(
         s.code(),
-        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled
+        Code::FailedPrecondition
+            | Code::Unavailable
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::ResourceExhausted
     )
 }
 
@@ -58,7 +62,10 @@ pub(crate) fn retryable(s: &Status) -> bool {
 /// connection that broke mid-request) do not: the write may have been
 /// applied, and sending it again could undo another client's later write.
 pub(crate) fn not_applied(s: &Status) -> bool {
-    matches!(s.code(), Code::FailedPrecondition | Code::Unavailable)
+    matches!(
+        s.code(),
+        Code::FailedPrecondition | Code::Unavailable | Code::ResourceExhausted
+    )
 }
 
 impl From<Status> for Error {
@@ -68,7 +75,10 @@ impl From<Status> for Error {
             Code::InvalidArgument | Code::OutOfRange => Error::InvalidArgument(m),
             Code::NotFound => Error::NotFound(m),
             Code::AlreadyExists => Error::AlreadyExists(m),
-            Code::FailedPrecondition | Code::Unavailable | Code::Cancelled => Error::Unavailable(m),
+            Code::FailedPrecondition
+            | Code::Unavailable
+            | Code::Cancelled
+            | Code::ResourceExhausted => Error::Unavailable(m),
             Code::DeadlineExceeded => Error::Timeout(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }

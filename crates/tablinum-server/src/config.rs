@@ -32,6 +32,9 @@ pub const BATCH_BYTES_MAX: u64 = 8 << 20;
 /// A scan producer that hears nothing from its consumer (no ack, no
 /// keepalive) for this long gives up, ms.
 pub const ACK_WAIT_TIMEOUT_MS_DEFAULT: u64 = tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT;
+/// Scan streams (Scan or ScanMany) one tablet server runs at once; more are
+/// refused with RESOURCE_EXHAUSTED (clients retry with backoff).
+pub const SCAN_STREAMS_MAX_DEFAULT: usize = 512;
 /// Memtable of one tablet, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
 /// Block cache of one tablet, MiB.
@@ -96,6 +99,8 @@ pub struct TserverConfig {
     pub batch_bytes: u64,
     /// Ack-wait timeout of a scan producer, ms.
     pub ack_wait_timeout_ms: u64,
+    /// Scan streams running at once, at most.
+    pub scan_streams_max: usize,
     /// Memtable of each tablet, MiB.
     pub tablet_memtable_mib: u64,
     /// Block cache of each tablet, MiB.
@@ -116,6 +121,7 @@ impl Default for TserverConfig {
             batch_rows: BATCH_ROWS_DEFAULT,
             batch_bytes: BATCH_BYTES_DEFAULT,
             ack_wait_timeout_ms: ACK_WAIT_TIMEOUT_MS_DEFAULT,
+            scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
             tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
@@ -145,6 +151,9 @@ impl TserverConfig {
                 "batch_bytes {} is over the limit {BATCH_BYTES_MAX}",
                 self.batch_bytes
             ));
+        }
+        if self.scan_streams_max == 0 {
+            return Err("scan_streams_max must be at least 1".into());
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
         {

@@ -94,6 +94,8 @@ pub struct Tserver {
     assigned: Mutex<HashSet<(u64, u64)>>,
     /// Counters.
     pub metrics: TserverMetrics,
+    /// One permit per running scan stream (`scan_streams_max`).
+    scan_permits: Arc<tokio::sync::Semaphore>,
     query_client: tablinum_client::AsyncClient,
 }
 
@@ -116,6 +118,7 @@ impl Tserver {
             tablinum_client::ClientConfig::default(),
         )
         .map_err(|e| e.to_string())?;
+        let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
         Ok(Arc::new(Tserver {
             cfg,
             id,
@@ -125,6 +128,7 @@ impl Tserver {
             opening: Mutex::new(HashSet::new()),
             assigned: Mutex::new(HashSet::new()),
             metrics: TserverMetrics::default(),
+            scan_permits,
             query_client,
         }))
     }
@@ -301,11 +305,23 @@ impl Tserver {
         ))
     }
 
-    /// Runs the producer of `slots` on its own task; returns its messages.
+    /// A permit for one more scan stream, or RESOURCE_EXHAUSTED.
+    fn scan_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+        self.scan_permits.clone().try_acquire_owned().map_err(|_| {
+            self.refuse(Status::resource_exhausted(format!(
+                "{} scan streams are running on {}; the limit is scan_streams_max = {}",
+                self.cfg.scan_streams_max, self.address, self.cfg.scan_streams_max
+            )))
+        })
+    }
+
+    /// Runs the producer of `slots` on its own task, holding `permit` until
+    /// it ends; returns its messages.
     fn spawn_producer(
         self: &Arc<Self>,
         slots: Vec<Slot>,
         credits: Arc<Credits>,
+        permit: tokio::sync::OwnedSemaphorePermit,
     ) -> tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>> {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
@@ -316,6 +332,7 @@ impl Tserver {
             let m: Arc<dyn ProducerMetrics> = me.clone();
             produce(slots, credits, tx, bytes_max, ack_wait, m).await;
             me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
+            drop(permit);
         });
         tokio_stream::wrappers::ReceiverStream::new(rx)
     }
@@ -655,6 +672,7 @@ impl TabletRpc for TserverService {
                 )))
             }
         };
+        let permit = ts.scan_permit()?;
         let (slot, window) = ts.open_slot(&start)?;
         let credits = Credits::new(&[window]);
         let c2 = credits.clone();
@@ -672,7 +690,7 @@ impl TabletRpc for TserverService {
                 }
             }
         });
-        let mut rx = ts.spawn_producer(vec![slot], credits);
+        let mut rx = ts.spawn_producer(vec![slot], credits, permit);
         // One ScanBatch per batch (a producer message may carry several).
         let (tx, out) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
@@ -726,6 +744,7 @@ impl TabletRpc for TserverService {
                 starts.len()
             ))));
         }
+        let permit = ts.scan_permit()?;
         let mut slots = Vec::with_capacity(starts.len());
         let mut windows = Vec::with_capacity(starts.len());
         for (i, st) in starts.iter().enumerate() {
@@ -758,7 +777,7 @@ impl TabletRpc for TserverService {
                 }
             }
         });
-        let rx = ts.spawn_producer(slots, credits);
+        let rx = ts.spawn_producer(slots, credits, permit);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));
         Ok(Response::new(Box::pin(out)))

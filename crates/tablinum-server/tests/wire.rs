@@ -979,3 +979,49 @@ fn a_slow_consumer_keeps_idle_servers_streams_alive() {
         "the consumer was not slow"
     );
 }
+
+#[test]
+fn scan_streams_beyond_the_limit_are_refused_until_one_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.scan_streams_max = 1);
+    one_tablet_with_rows(&c, "cap", 1_000);
+    let addr = c.addr();
+    let start = ScanStart {
+        table: "cap".into(),
+        tablet_id: 0,
+        window: 1,
+        batch_rows: 10,
+        ..Default::default()
+    };
+    c.rt.block_on(async {
+        let (tx, mut s) = open_scan(&addr, start.clone()).await.unwrap();
+        assert_eq!(drain_for(&mut s, Duration::from_millis(300)).await.len(), 1);
+        let e = match open_scan(&addr, start.clone()).await {
+            Err(e) => e,
+            Ok((_t, mut s2)) => s2.message().await.expect_err("over the limit"),
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_streams_max = 1"),
+            "{}",
+            e.message()
+        );
+        // Ending the first stream frees its permit.
+        drop(tx);
+        drop(s);
+        let t0 = Instant::now();
+        loop {
+            match open_scan(&addr, start.clone()).await {
+                Ok((_t, mut s3)) => match s3.message().await {
+                    Ok(Some(b)) => {
+                        assert_eq!(b.rows.len(), 10);
+                        break;
+                    }
+                    other => assert!(t0.elapsed() < Duration::from_secs(5), "{other:?}"),
+                },
+                Err(e) => assert!(t0.elapsed() < Duration::from_secs(5), "{e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
