@@ -218,7 +218,8 @@ impl Backoff {
     }
 }
 
-fn endpoint(addr: &str) -> Result<Endpoint> {
+/// The gRPC endpoint of `addr` (`host:port` or a URL), with TCP_NODELAY.
+pub fn endpoint(addr: &str) -> Result<Endpoint> {
     let url = if addr.contains("://") {
         addr.to_string()
     } else {
@@ -492,20 +493,28 @@ impl AsyncClient {
         .await
     }
 
+    /// Sends a read of `key` (a `GetRequest`) with `call` to its tablet.
+    async fn read<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
+    where
+        F: Fn(TabletServerClient<Channel>, v1::GetRequest) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, Status>>,
+    {
+        self.with_tablet(table, key, true, |c, table_id| {
+            let req = v1::GetRequest {
+                table: table.to_string(),
+                key: key.to_vec(),
+                table_id,
+            };
+            call(c, req)
+        })
+        .await
+    }
+
     /// Reads one object's value.
     pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let req = v1::GetRequest {
-            table: table.to_string(),
-            key: key.to_vec(),
-            table_id: 0,
-        };
         let r = self
-            .with_tablet(table, key, true, |mut c, table_id| {
-                let req = v1::GetRequest {
-                    table_id,
-                    ..req.clone()
-                };
-                async move { Ok(c.get(req).await?.into_inner()) }
+            .read(table, key, |mut c, req| async move {
+                Ok(c.get(req).await?.into_inner())
             })
             .await?;
         Ok(r.found.then_some(r.value))
@@ -513,18 +522,9 @@ impl AsyncClient {
 
     /// Reads one object's metadata.
     pub async fn head(&self, table: &str, key: &[u8]) -> Result<Option<v1::HeadResponse>> {
-        let req = v1::GetRequest {
-            table: table.to_string(),
-            key: key.to_vec(),
-            table_id: 0,
-        };
         let r = self
-            .with_tablet(table, key, true, |mut c, table_id| {
-                let req = v1::GetRequest {
-                    table_id,
-                    ..req.clone()
-                };
-                async move { Ok(c.head(req).await?.into_inner()) }
+            .read(table, key, |mut c, req| async move {
+                Ok(c.head(req).await?.into_inner())
             })
             .await?;
         Ok(r.found.then_some(r))

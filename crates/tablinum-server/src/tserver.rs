@@ -184,9 +184,15 @@ impl Tserver {
         tablinum_proto::check_table_name(table)
             .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
         let m = self.tablets.read();
+        // Sorted by start: the holder is at or before the partition point
+        // (searched back from it, since a dropped table's tablets of the same
+        // name may overlap for a moment).
         m.get(table)
             .and_then(|v| {
-                v.iter()
+                let end = v.partition_point(|t| t.start.as_slice() <= key);
+                v[..end]
+                    .iter()
+                    .rev()
                     .find(|t| t.contains(key) && (table_id == 0 || t.table_id == table_id))
                     .cloned()
             })
@@ -199,27 +205,45 @@ impl Tserver {
             })
     }
 
-    fn tablet_by_id(&self, table: &str, table_id: u64, id: u64) -> Result<Arc<Tablet>, Status> {
-        tablinum_proto::check_table_name(table)
-            .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
+    /// The open tablets the scans in `starts` name, looked up under one
+    /// lock through an index by tablet id (not a search of the table per
+    /// scan: a query over q tablets would cost O(q²)).
+    fn tablets_by_id(&self, starts: &[v1::ScanStart]) -> Vec<Result<Arc<Tablet>, Status>> {
         let m = self.tablets.read();
-        m.get(table)
-            .and_then(|v| {
-                v.iter()
-                    .find(|t| t.id == id && (table_id == 0 || t.table_id == table_id))
-                    .cloned()
+        let mut index: HashMap<(&str, u64), Vec<&Arc<Tablet>>> = HashMap::new();
+        let mut indexed: HashSet<&str> = HashSet::new();
+        for st in starts {
+            if indexed.insert(st.table.as_str()) {
+                for t in m.get(&st.table).into_iter().flatten() {
+                    index.entry((st.table.as_str(), t.id)).or_default().push(t);
+                }
+            }
+        }
+        starts
+            .iter()
+            .map(|st| {
+                tablinum_proto::check_table_name(&st.table)
+                    .map_err(|m| self.refuse(Status::invalid_argument(m)))?;
+                index
+                    .get(&(st.table.as_str(), st.tablet_id))
+                    .and_then(|c| {
+                        c.iter()
+                            .find(|t| st.table_id == 0 || t.table_id == st.table_id)
+                    })
+                    .map(|t| Arc::clone(t))
+                    .ok_or_else(|| {
+                        self.refuse(Status::failed_precondition(format!(
+                            "not serving tablet {} of table {} on {}",
+                            st.tablet_id, st.table, self.address
+                        )))
+                    })
             })
-            .ok_or_else(|| {
-                self.refuse(Status::failed_precondition(format!(
-                    "not serving tablet {id} of table {table} on {}",
-                    self.address
-                )))
-            })
+            .collect()
     }
 
-    /// Checks one tablet scan and opens its cursor; returns the slot and its
-    /// first window.
-    fn open_slot(&self, start: &v1::ScanStart) -> Result<(Slot, u32), Status> {
+    /// Checks one tablet scan and opens its cursor on `tablet`; returns the
+    /// slot and its first window.
+    fn open_slot(&self, start: &v1::ScanStart, tablet: &Tablet) -> Result<(Slot, u32), Status> {
         if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
             return Err(self.refuse(Status::invalid_argument(format!(
                 "window {} is out of range 0..={}",
@@ -241,7 +265,6 @@ impl Tserver {
                 String::from_utf8_lossy(&start.start)
             ))));
         }
-        let tablet = self.tablet_by_id(&start.table, start.table_id, start.tablet_id)?;
         let window = if start.window == 0 {
             self.cfg.stream_limit
         } else {
@@ -458,7 +481,7 @@ impl Tserver {
 
     /// Heartbeats every interval until `stop` fires.
     pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let ep = match tonic::transport::Endpoint::from_shared(url(&self.cfg.manager)) {
+        let ep = match tablinum_client::endpoint(&self.cfg.manager) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("tserver: bad manager address {:?}: {e}", self.cfg.manager);
@@ -509,14 +532,6 @@ impl ProducerMetrics for Tserver {
 
     fn ack_timeout(&self) {
         self.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-fn url(addr: &str) -> String {
-    if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
     }
 }
 
@@ -673,7 +688,8 @@ impl TabletRpc for TserverService {
             }
         };
         let permit = ts.scan_permit()?;
-        let (slot, window) = ts.open_slot(&start)?;
+        let tablet = ts.tablets_by_id(std::slice::from_ref(&start)).remove(0)?;
+        let (slot, window) = ts.open_slot(&start, &tablet)?;
         let credits = Credits::new(&[window]);
         let c2 = credits.clone();
         tokio::spawn(async move {
@@ -745,11 +761,12 @@ impl TabletRpc for TserverService {
             ))));
         }
         let permit = ts.scan_permit()?;
+        let tablets = ts.tablets_by_id(&starts);
         let mut slots = Vec::with_capacity(starts.len());
         let mut windows = Vec::with_capacity(starts.len());
-        for (i, st) in starts.iter().enumerate() {
-            let (slot, window) = ts
-                .open_slot(st)
+        for (i, (st, tablet)) in starts.iter().zip(tablets).enumerate() {
+            let (slot, window) = tablet
+                .and_then(|t| ts.open_slot(st, &t))
                 .map_err(|e| Status::new(e.code(), format!("scan {i}: {}", e.message())))?;
             slots.push(slot);
             windows.push(window);
