@@ -21,7 +21,12 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use tablinum_auth::Credential;
+
 use crate::error::BenchError;
+
+/// The file in the data directory where `tablinum up` writes its admin token.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 
 /// How long the cluster may take to print its ready line, seconds.
 pub const START_TIMEOUT_S: u64 = 60;
@@ -44,6 +49,7 @@ pub struct LocalCluster {
     pump: Mutex<Option<JoinHandle<()>>>,
     addr: String,
     log: PathBuf,
+    data: PathBuf,
 }
 
 fn cluster_err(action: &'static str, reason: String) -> BenchError {
@@ -70,7 +76,27 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
+/// The credential for a cluster the harness did not start: `TABLINUM_TOKEN`,
+/// else the address's entry in the user's credentials file.
+pub fn credential_for(addr: &str) -> Result<Option<Credential>, BenchError> {
+    let bad = |e: tablinum_auth::Error| cluster_err("read credentials", e.to_string());
+    if let Ok(t) = std::env::var(tablinum_auth::files::TOKEN_ENV) {
+        return Credential::parse(&t).map(Some).map_err(bad);
+    }
+    match tablinum_auth::files::credentials_path() {
+        Some(p) => tablinum_auth::files::lookup_credentials(&p, addr).map_err(bad),
+        None => Ok(None),
+    }
+}
+
 impl LocalCluster {
+    /// The admin token the cluster wrote into its data directory.
+    pub fn credential(&self) -> Result<Credential, BenchError> {
+        let p = self.data.join(ADMIN_TOKEN_FILE);
+        tablinum_auth::files::load_token_file(&p)
+            .map_err(|e| cluster_err("read the admin token", e.to_string()))
+    }
+
     /// Starts `program up` with its data in `data` (created if missing) and
     /// its output appended to `log`, and waits for its ready line.
     pub fn start(program: &Path, data: &Path, log: &Path) -> Result<LocalCluster, BenchError> {
@@ -93,6 +119,9 @@ impl LocalCluster {
             .arg("--data")
             .arg(data)
             .args(["--listen", ANY_LOCAL_PORT, "--http", ANY_LOCAL_PORT])
+            // Its credentials entry goes beside its data, not into the
+            // user's credentials file.
+            .env("XDG_CONFIG_HOME", data.join(".config"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -126,6 +155,7 @@ impl LocalCluster {
             pump: Mutex::new(Some(pump)),
             addr: String::new(),
             log: log.to_path_buf(),
+            data: data.to_path_buf(),
         };
         match rx.recv_timeout(Duration::from_secs(START_TIMEOUT_S)) {
             Ok(addr) => {

@@ -1,21 +1,62 @@
 //! The cluster commands of the binary: running the roles (`up`, `manager`,
 //! `tserver`) and talking to a cluster (`table`, `put`, `get`, `scan`,
-//! `status`). Argument handling and printing only.
+//! `status`, `token`). Argument handling, credentials lookup and printing
+//! only. Output goes through [`out!`], so a closed pipe (`| head`) ends the
+//! command quietly instead of panicking.
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use tablinum_client::{Client, Durability, Query, Split, CLUSTER_ADDR_DEFAULT};
+use tablinum_auth::files::{credentials_path, load_token_file, lookup_credentials, TOKEN_ENV};
+use tablinum_client::{
+    Client, ClientConfig, Credential, Durability, Query, Role, Split, CLUSTER_ADDR_DEFAULT,
+};
 use tablinum_server::config::{MANAGER_HTTP_DEFAULT, MANAGER_LISTEN_DEFAULT};
 use tablinum_stream::window::WindowMode;
 
-/// Where the cluster is.
+/// `writeln!` to standard output, returning its error (a closed pipe among
+/// them) instead of panicking as `println!` does.
+macro_rules! out {
+    ($($t:tt)*) => {
+        writeln!(std::io::stdout(), $($t)*)?
+    };
+}
+
+/// Where the cluster is and who is asking.
 #[derive(Debug, Args)]
 pub struct ClusterArg {
     /// The manager's gRPC address (default: the embedded cluster of `tablinum up`).
     #[arg(long, global = true, default_value = CLUSTER_ADDR_DEFAULT)]
     pub cluster: String,
+    /// The token to present (default: $TABLINUM_TOKEN, then --token-file,
+    /// then this address's entry in the credentials file that `tablinum up`
+    /// writes).
+    #[arg(long, global = true, env = TOKEN_ENV, hide_env_values = true)]
+    pub token: Option<String>,
+    /// A file holding the token (e.g. the manager's admin.token).
+    #[arg(long, global = true, conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl ClusterArg {
+    /// The credential to present: `--token` / `TABLINUM_TOKEN`, else
+    /// `--token-file`, else the credentials file's entry for the address.
+    pub fn credential(&self) -> anyhow::Result<Option<Credential>> {
+        if let Some(t) = &self.token {
+            return Ok(Some(
+                Credential::parse(t).context("--token (or TABLINUM_TOKEN)")?,
+            ));
+        }
+        if let Some(f) = &self.token_file {
+            return Ok(Some(load_token_file(f)?));
+        }
+        match credentials_path() {
+            Some(p) => Ok(lookup_credentials(&p, &self.cluster)?),
+            None => Ok(None),
+        }
+    }
 }
 
 /// `tablinum table ...`.
@@ -54,16 +95,36 @@ pub enum TableCommand {
 pub fn up(data: PathBuf, listen: String, http: String) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize().unwrap_or(data);
+    let token_file = tablinum_server::embedded_admin_token_path(&data);
     run_roles(
         move || async move { tablinum_server::start_embedded(&data, &listen, &http).await },
-        |r| {
-            println!("tablinum up: cluster ready (manager + tablet server in one process)");
-            println!("  grpc     {}", r.grpc);
-            println!("  status   http://{}/", r.http);
-            println!("  metrics  http://{}/metrics", r.http);
-            println!("try: tablinum table create demo --tablets 4 && tablinum put demo k v && tablinum scan demo");
+        move |r| {
+            let creds = remember_admin_token(&token_file, &r.grpc.to_string())?;
+            out!("tablinum up: cluster ready (manager + tablet server in one process)");
+            out!("  grpc     {}", r.grpc);
+            out!("  status   http://{}/", r.http);
+            out!("  metrics  http://{}/metrics", r.http);
+            out!("  admin token in {} (mode 0600)", token_file.display());
+            match creds {
+                Some(p) => out!("  credentials for {} saved in {}", r.grpc, p.display()),
+                None => out!("  no credentials file (neither XDG_CONFIG_HOME nor HOME is set): pass --token-file {}", token_file.display()),
+            }
+            out!("try: tablinum table create demo --tablets 4 && tablinum put demo k v && tablinum scan demo");
+            Ok(())
         },
     )
+}
+
+/// Copies the admin token in `token_file` into the user's credentials file
+/// under `addr`, so CLI commands on this machine need no flags. Returns the
+/// credentials file written, if there is one.
+fn remember_admin_token(token_file: &Path, addr: &str) -> anyhow::Result<Option<PathBuf>> {
+    let Some(path) = credentials_path() else {
+        return Ok(None);
+    };
+    let token = load_token_file(token_file)?;
+    tablinum_auth::files::store_credentials(&path, addr, &token)?;
+    Ok(Some(path))
 }
 
 /// Runs `tablinum manager` / `tablinum tserver` from a config file.
@@ -84,15 +145,19 @@ pub fn role(config: PathBuf, manager: bool) -> anyhow::Result<()> {
     run_roles(
         move || async move { tablinum_server::start(m, t).await },
         |r| {
-            println!("tablinum {what}: ready");
-            println!("  grpc     {}", r.grpc);
-            println!("  status   http://{}/", r.http);
-            println!("  metrics  http://{}/metrics", r.http);
+            out!("tablinum {what}: ready");
+            out!("  grpc     {}", r.grpc);
+            out!("  status   http://{}/", r.http);
+            out!("  metrics  http://{}/metrics", r.http);
+            Ok(())
         },
     )
 }
 
-fn run_roles<F, Fut>(start: F, ready: impl FnOnce(&tablinum_server::Running)) -> anyhow::Result<()>
+fn run_roles<F, Fut>(
+    start: F,
+    ready: impl FnOnce(&tablinum_server::Running) -> anyhow::Result<()>,
+) -> anyhow::Result<()>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<tablinum_server::Running, String>>,
@@ -105,8 +170,10 @@ where
         .context("starting the runtime")?;
     rt.block_on(async move {
         let running = start().await.map_err(anyhow::Error::msg)?;
-        ready(&running);
-        use std::io::Write;
+        if let Err(e) = ready(&running) {
+            running.shutdown().await;
+            return Err(e);
+        }
         let _ = std::io::stdout().flush();
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
@@ -114,20 +181,31 @@ where
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
-        eprintln!("shutting down: closing tablets");
+        tracing::info!("shutting down: closing tablets");
         running.shutdown().await;
         Ok(())
     })
 }
 
-fn connect(addr: &str) -> anyhow::Result<Client> {
-    Client::connect(addr).map_err(|e| {
+fn connect(c: &ClusterArg) -> anyhow::Result<Client> {
+    let addr = c.cluster.as_str();
+    Client::connect_with(addr, ClientConfig::with_credential(c.credential()?)).map_err(|e| {
         if addr == CLUSTER_ADDR_DEFAULT {
             anyhow::anyhow!("{e}\nhint: start a cluster with `tablinum up`, or pass --cluster ADDR")
         } else {
             anyhow::anyhow!("{e}")
         }
     })
+}
+
+/// Adds a hint to authentication failures.
+fn hint(e: tablinum_client::Error) -> anyhow::Error {
+    match &e {
+        tablinum_client::Error::Unauthenticated(_) => anyhow::anyhow!(
+            "{e}\nhint: pass --token, --token-file or TABLINUM_TOKEN; `tablinum up` saves an admin token in the credentials file"
+        ),
+        _ => anyhow::Error::new(e),
+    }
 }
 
 fn show(b: &[u8]) -> String {
@@ -141,7 +219,7 @@ fn show(b: &[u8]) -> String {
 }
 
 /// `tablinum table ...`.
-pub fn table(cluster: &str, cmd: TableCommand) -> anyhow::Result<()> {
+pub fn table(cluster: &ClusterArg, cmd: TableCommand) -> anyhow::Result<()> {
     let c = connect(cluster)?;
     match cmd {
         TableCommand::Create {
@@ -160,35 +238,37 @@ pub fn table(cluster: &str, cmd: TableCommand) -> anyhow::Result<()> {
             } else {
                 Durability::Sync
             };
-            let t = c.create_table(&name, s, d)?;
-            println!(
+            let t = c.create_table(&name, s, d).map_err(hint)?;
+            out!(
                 "created table {} (id {}) with {} tablets",
-                t.name, t.id, t.tablets
+                t.name,
+                t.id,
+                t.tablets
             );
         }
         TableCommand::Drop { name } => {
-            c.drop_table(&name)?;
-            println!("dropped table {name}");
+            c.drop_table(&name).map_err(hint)?;
+            out!("dropped table {name}");
         }
         TableCommand::List => {
-            for t in c.list_tables()? {
+            for t in c.list_tables().map_err(hint)? {
                 let d = if t.durability == Durability::Nosync as i32 {
                     "nosync"
                 } else {
                     "sync"
                 };
-                println!("{}\tid={}\ttablets={}\t{d}", t.name, t.id, t.tablets);
+                out!("{}\tid={}\ttablets={}\t{d}", t.name, t.id, t.tablets);
             }
         }
         TableCommand::Map { name } => {
-            let loc = c.locations(&name, true)?;
+            let loc = c.locations(&name, true).map_err(hint)?;
             for t in &loc.tablets {
                 let server = if t.server.is_empty() {
                     "(unassigned)"
                 } else {
                     &t.server
                 };
-                println!(
+                out!(
                     "tablet {}\t[{}, {})\t{server}\t{} files",
                     t.id,
                     show(&t.start),
@@ -206,17 +286,19 @@ pub fn table(cluster: &str, cmd: TableCommand) -> anyhow::Result<()> {
 }
 
 /// `tablinum put TABLE KEY VALUE`.
-pub fn put(cluster: &str, table: &str, key: &str, value: &str) -> anyhow::Result<()> {
-    let seq = connect(cluster)?.put(table, key.as_bytes(), value.as_bytes())?;
-    println!("ok seq={seq}");
+pub fn put(cluster: &ClusterArg, table: &str, key: &str, value: &str) -> anyhow::Result<()> {
+    let seq = connect(cluster)?
+        .put(table, key.as_bytes(), value.as_bytes())
+        .map_err(hint)?;
+    out!("ok seq={seq}");
     Ok(())
 }
 
 /// `tablinum get TABLE KEY`; exit status 1 when absent.
-pub fn get(cluster: &str, table: &str, key: &str) -> anyhow::Result<bool> {
-    match connect(cluster)?.get(table, key.as_bytes())? {
+pub fn get(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool> {
+    match connect(cluster)?.get(table, key.as_bytes()).map_err(hint)? {
         Some(v) => {
-            println!("{}", show(&v));
+            out!("{}", show(&v));
             Ok(true)
         }
         None => {
@@ -258,7 +340,7 @@ pub struct ScanArgs {
 }
 
 /// `tablinum scan ...`.
-pub fn scan(cluster: &str, a: ScanArgs) -> anyhow::Result<()> {
+pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
     let c = connect(cluster)?;
     let q = Query {
         table: a.table,
@@ -274,21 +356,22 @@ pub fn scan(cluster: &str, a: ScanArgs) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut err = None;
     // A closed pipe (`| head`) stops the query: no tablet keeps streaming.
-    let stats = c.query_until(&q, &mut |r| {
-        use std::io::Write;
-        let line = match (&r.term, a.keys_only) {
-            (Some(t), _) => format!("{}\t{}", show(t), show(&r.key)),
-            (None, true) => show(&r.key),
-            (None, false) => format!("{}\t{}", show(&r.key), show(&r.value)),
-        };
-        match writeln!(out, "{line}") {
-            Ok(()) => std::ops::ControlFlow::Continue(()),
-            Err(e) => {
-                err = Some(e);
-                std::ops::ControlFlow::Break(())
+    let stats = c
+        .query_until(&q, &mut |r| {
+            let line = match (&r.term, a.keys_only) {
+                (Some(t), _) => format!("{}\t{}", show(t), show(&r.key)),
+                (None, true) => show(&r.key),
+                (None, false) => format!("{}\t{}", show(&r.key), show(&r.value)),
+            };
+            match writeln!(out, "{line}") {
+                Ok(()) => std::ops::ControlFlow::Continue(()),
+                Err(e) => {
+                    err = Some(e);
+                    std::ops::ControlFlow::Break(())
+                }
             }
-        }
-    })?;
+        })
+        .map_err(hint)?;
     drop(out);
     if let Some(e) = err {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -310,20 +393,77 @@ pub fn scan(cluster: &str, a: ScanArgs) -> anyhow::Result<()> {
 }
 
 /// `tablinum status`.
-pub fn status(cluster: &str) -> anyhow::Result<()> {
-    let s = connect(cluster)?.status()?;
-    println!("live tablet servers: {}", s.servers.len());
+pub fn status(cluster: &ClusterArg) -> anyhow::Result<()> {
+    let s = connect(cluster)?.status().map_err(hint)?;
+    out!("live tablet servers: {}", s.servers.len());
     for sv in &s.servers {
-        println!(
+        out!(
             "  {}\t{}\ttablets={}\tlast heartbeat {} ms ago\thttp://{}/",
-            sv.id, sv.address, sv.tablets, sv.last_heartbeat_ms, sv.http
+            sv.id,
+            sv.address,
+            sv.tablets,
+            sv.last_heartbeat_ms,
+            sv.http
         );
     }
-    println!("tables: {}", s.tables.len());
+    out!("tables: {}", s.tables.len());
     for t in &s.tables {
-        println!("  {}\ttablets={}", t.name, t.tablets);
+        out!("  {}\ttablets={}", t.name, t.tablets);
     }
-    println!("unassigned tablets: {}", s.tablets_unassigned);
+    out!("unassigned tablets: {}", s.tablets_unassigned);
+    Ok(())
+}
+
+/// `tablinum token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it (shown once; the cluster keeps only its hash).
+    Create {
+        /// What it may do: read, write or admin.
+        #[arg(long, value_parser = Role::parse)]
+        role: Role,
+        /// A label for operators (A-Z a-z 0-9 _ . - @, at most 128 bytes).
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// List tokens: id, role, name, creation time (never a secret).
+    List,
+    /// Revoke a token by id; returns once no server accepts it.
+    Revoke {
+        /// The token's id (12 hex digits, as `token list` shows).
+        id: String,
+    },
+}
+
+/// `tablinum token ...`.
+pub fn token(cluster: &ClusterArg, cmd: TokenCommand) -> anyhow::Result<()> {
+    let c = connect(cluster)?;
+    match cmd {
+        TokenCommand::Create { role, name } => {
+            let (info, token) = c.create_token(role, &name).map_err(hint)?;
+            eprintln!(
+                "created {} token {} (shown once; keep it secret)",
+                info.role.name(),
+                info.id
+            );
+            out!("{}", token.expose());
+        }
+        TokenCommand::List => {
+            for t in c.list_tokens().map_err(hint)? {
+                out!(
+                    "{}\t{}\t{}\tcreated_ms={}",
+                    t.id,
+                    t.role.name(),
+                    if t.name.is_empty() { "-" } else { &t.name },
+                    t.created_ms
+                );
+            }
+        }
+        TokenCommand::Revoke { id } => {
+            c.revoke_token(&id).map_err(hint)?;
+            out!("revoked token {id}");
+        }
+    }
     Ok(())
 }
 

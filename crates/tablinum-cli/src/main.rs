@@ -85,6 +85,13 @@ enum Command {
         #[command(flatten)]
         cluster: cluster::ClusterArg,
     },
+    /// Create, list and revoke client tokens (admin).
+    Token {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        #[command(subcommand)]
+        cmd: cluster::TokenCommand,
+    },
     /// Open an embedded store and read commands (put, get, head, delete,
     /// scan, index, stats, verify, flush, compact, gc) from standard input.
     Shell {
@@ -113,8 +120,38 @@ enum Command {
     Bench(tablinum_bench::cli::BenchCommand),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
+    init_logging();
+    if let Err(e) = run(cli) {
+        // A closed output pipe (`tablinum status | head`) is not a failure.
+        if e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        }) {
+            std::process::exit(0);
+        }
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+/// Logs go to standard error through `tracing`: level from `RUST_LOG`
+/// (default `info`), JSON lines when `TABLINUM_LOG_FORMAT=json`.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("TABLINUM_LOG_FORMAT").is_ok_and(|v| v == "json") {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Shell { data, nosync } => {
             let store = shell::open(&data, nosync)?;
@@ -140,24 +177,25 @@ fn main() -> anyhow::Result<()> {
         Command::Up { data, listen, http } => cluster::up(data, listen, http)?,
         Command::Manager { config } => cluster::role(config, true)?,
         Command::Tserver { config } => cluster::role(config, false)?,
-        Command::Table { cluster, cmd } => cluster::table(&cluster.cluster, cmd)?,
+        Command::Table { cluster, cmd } => cluster::table(&cluster, cmd)?,
+        Command::Token { cluster, cmd } => cluster::token(&cluster, cmd)?,
         Command::Put {
             cluster,
             table,
             key,
             value,
-        } => cluster::put(&cluster.cluster, &table, &key, &value)?,
+        } => cluster::put(&cluster, &table, &key, &value)?,
         Command::Get {
             cluster,
             table,
             key,
         } => {
-            if !cluster::get(&cluster.cluster, &table, &key)? {
+            if !cluster::get(&cluster, &table, &key)? {
                 std::process::exit(1);
             }
         }
-        Command::Scan { cluster, args } => cluster::scan(&cluster.cluster, args)?,
-        Command::Status { cluster } => cluster::status(&cluster.cluster)?,
+        Command::Scan { cluster, args } => cluster::scan(&cluster, args)?,
+        Command::Status { cluster } => cluster::status(&cluster)?,
     }
     Ok(())
 }

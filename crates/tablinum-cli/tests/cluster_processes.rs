@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tablinum_client::{Client, Durability, Query, Split};
+use tablinum_client::{Client, ClientConfig, Credential, Durability, Query, Split};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tablinum");
 
@@ -62,10 +62,19 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn cli(addr: &str, args: &[&str]) -> (bool, String, String) {
+/// A client presenting `cred`.
+fn client_as(addr: &str, cred: &Credential) -> Client {
+    Client::connect_with(addr, ClientConfig::with_credential(Some(cred.clone()))).unwrap()
+}
+
+/// Runs the CLI with `home` as its XDG_CONFIG_HOME (where the credentials
+/// file lives) and no TABLINUM_TOKEN.
+fn cli(home: &Path, addr: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
         .args(args)
         .args(["--cluster", addr])
+        .env("XDG_CONFIG_HOME", home)
+        .env_remove("TABLINUM_TOKEN")
         .output()
         .unwrap();
     (
@@ -79,11 +88,13 @@ fn cli(addr: &str, args: &[&str]) -> (bool, String, String) {
 fn killing_a_tablet_server_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage");
+    let secret = dir.path().join("cluster.secret");
+    let home = dir.path().join("home");
     let mcfg = dir.path().join("manager.toml");
     std::fs::write(
         &mcfg,
         format!(
-            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {:?}\nheartbeat_timeout_ms = 1500\n",
+            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {:?}\nheartbeat_timeout_ms = 1500\ncluster_secret_file = {secret:?}\n",
             dir.path().join("manager"),
             storage
         ),
@@ -98,7 +109,7 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
         std::fs::write(
             &cfg,
             format!(
-                "[tserver]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{maddr}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\n"
+                "[tserver]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{maddr}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\ncluster_secret_file = {secret:?}\n"
             ),
         )
         .unwrap();
@@ -106,27 +117,96 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
         procs.0.push(c);
         tservers.insert(addr, procs.0.len() - 1);
     }
-    let client = Client::connect(&maddr).unwrap();
+    // The manager's first start wrote the cluster secret and a bootstrap
+    // admin token, both readable by their owner only.
+    let token_file = dir.path().join("manager").join("admin.token");
+    for f in [&secret, &token_file] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(f).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", f.display());
+    }
+    let admin = tablinum_auth::files::load_token_file(&token_file).unwrap();
+    let client = client_as(&maddr, &admin);
     wait_until("3 live tablet servers", Duration::from_secs(20), || {
         client.status().unwrap().servers.len() == 3
     });
 
-    // The CLI against this cluster.
-    let (ok, out, err) = cli(&maddr, &["table", "create", "clitab", "--tablets", "3"]);
+    // The CLI against this cluster: nothing without a token.
+    let (ok, _, err) = cli(&home, &maddr, &["status"]);
+    assert!(
+        !ok && err.contains("no credentials") && err.contains("hint"),
+        "{err}"
+    );
+    let tf = token_file.to_str().unwrap();
+    let admin_cli = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--token-file", tf]);
+        cli(&home, &maddr, &a)
+    };
+    let (ok, out, err) = admin_cli(&["table", "create", "clitab", "--tablets", "3"]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("with 3 tablets"), "{out}");
-    let (ok, _, err) = cli(&maddr, &["put", "clitab", "hello", "world"]);
+    let (ok, _, err) = admin_cli(&["put", "clitab", "hello", "world"]);
     assert!(ok, "{err}");
-    let (ok, out, _) = cli(&maddr, &["get", "clitab", "hello"]);
+    let (ok, out, _) = admin_cli(&["get", "clitab", "hello"]);
     assert!(ok && out.trim() == "world", "{out}");
-    let (ok, _, err) = cli(&maddr, &["get", "clitab", "absent"]);
+    let (ok, _, err) = admin_cli(&["get", "clitab", "absent"]);
     assert!(!ok && err.contains("not found"), "{err}");
-    let (ok, out, _) = cli(&maddr, &["scan", "clitab", "--stream-limit", "2"]);
+    let (ok, out, _) = admin_cli(&["scan", "clitab", "--stream-limit", "2"]);
     assert!(ok && out.trim() == "hello\tworld", "{out}");
-    let (ok, _, err) = cli(&maddr, &["scan", "clitab", "--stream-limit", "0"]);
+    let (ok, _, err) = admin_cli(&["scan", "clitab", "--stream-limit", "0"]);
     assert!(!ok && err.contains("stream limit"), "{err}");
-    let (ok, out, _) = cli(&maddr, &["status"]);
+    let (ok, out, _) = admin_cli(&["status"]);
     assert!(ok && out.contains("live tablet servers: 3"), "{out}");
+    // A read token made with the CLI reads but cannot write; revoked, it
+    // cannot read either.
+    let (ok, token, err) = admin_cli(&["token", "create", "--role", "read", "--name", "ro"]);
+    assert!(ok && err.contains("created read token"), "{err}");
+    let token = token.trim().to_string();
+    let as_reader = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .args(["--cluster", &maddr])
+            .env("XDG_CONFIG_HOME", &home)
+            .env("TABLINUM_TOKEN", &token)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, _) = as_reader(&["get", "clitab", "hello"]);
+    assert!(ok && out.trim() == "world", "{out}");
+    let (ok, _, err) = as_reader(&["put", "clitab", "hello", "evil"]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    let (ok, _, err) = as_reader(&["table", "drop", "clitab"]);
+    assert!(!ok && err.contains("admin token"), "{err}");
+    let (ok, out, _) = admin_cli(&["token", "list"]);
+    let id = Credential::parse(&token)
+        .unwrap()
+        .token_id()
+        .unwrap()
+        .to_string();
+    assert!(ok && out.contains(&id) && out.contains("read\tro"), "{out}");
+    assert!(!out.contains(&token), "token list printed a secret: {out}");
+    let (ok, _, err) = admin_cli(&["token", "revoke", &id]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = as_reader(&["get", "clitab", "hello"]);
+    assert!(!ok && err.contains("unknown or revoked"), "{err}");
+    // Output into a closed pipe ends quietly, without a panic.
+    let mut st = Command::new(BIN)
+        .args(["status", "--cluster", &maddr, "--token-file", tf])
+        .env("XDG_CONFIG_HOME", &home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(st.stdout.take());
+    let o = st.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && !e.contains("panicked"), "{e}");
 
     // 12 tablets over keys k000..k999, spread over the three servers.
     let splits: Vec<Vec<u8>> = (1..12)
@@ -140,10 +220,15 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..2)
         .map(|w| {
-            let (acked, failed, stop, maddr) =
-                (acked.clone(), failed.clone(), stop.clone(), maddr.clone());
+            let (acked, failed, stop, maddr, admin) = (
+                acked.clone(),
+                failed.clone(),
+                stop.clone(),
+                maddr.clone(),
+                admin.clone(),
+            );
             std::thread::spawn(move || {
-                let c = Client::connect(&maddr).unwrap();
+                let c = client_as(&maddr, &admin);
                 let mut i = w;
                 while !stop.load(Ordering::Relaxed) && i < 2_000 {
                     let key = format!("k{:03}-{i:05}", (i * 37) % 1000).into_bytes();
@@ -226,8 +311,9 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
     );
 }
 
-/// Starts `tablinum up` on free ports; returns it with its gRPC and HTTP addresses.
-fn spawn_up(data: &Path) -> (Child, String, String) {
+/// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
+/// returns it with its gRPC and HTTP addresses.
+fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
     let mut child = Command::new(BIN)
         .args([
             "up",
@@ -238,6 +324,7 @@ fn spawn_up(data: &Path) -> (Child, String, String) {
             "--data",
         ])
         .arg(data)
+        .env("XDG_CONFIG_HOME", home)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -267,21 +354,37 @@ fn spawn_up(data: &Path) -> (Child, String, String) {
 fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (child, addr, http) = spawn_up(&data);
+    let home = dir.path().join("home");
+    let (child, addr, http) = spawn_up(&data, &home);
     let mut procs = Procs(vec![child]);
-    let (ok, out, err) = cli(&addr, &["table", "create", "demo", "--tablets", "4"]);
+    // `up` saved an admin token for its address in the credentials file
+    // (mode 0600): the CLI needs no flags.
+    let creds = home.join("tablinum").join("credentials");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let admin = tablinum_auth::files::lookup_credentials(&creds, &addr)
+        .unwrap()
+        .expect("no credentials entry for the cluster");
+    let (ok, out, err) = cli(&home, &addr, &["table", "create", "demo", "--tablets", "4"]);
     assert!(ok, "{out}{err}");
     for (k, v) in [("b", "2"), ("a", "1"), ("zz", "3")] {
-        let (ok, _, err) = cli(&addr, &["put", "demo", k, v]);
+        let (ok, _, err) = cli(&home, &addr, &["put", "demo", k, v]);
         assert!(ok, "{err}");
     }
-    let (ok, out, _) = cli(&addr, &["scan", "demo", "--keys-only"]);
+    let (ok, out, _) = cli(&home, &addr, &["scan", "demo", "--keys-only"]);
     assert!(ok && out == "a\nb\nzz\n", "{out}");
     // The status page and metrics of the embedded cluster.
+    let metrics_req = format!(
+        "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
+        admin.expose()
+    );
     let page = {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(&http).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        s.write_all(metrics_req.as_bytes()).unwrap();
         let mut o = String::new();
         s.read_to_string(&mut o).unwrap();
         o
@@ -293,7 +396,7 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
 
     // A reader that goes away (`| head -1`) stops the scan: the cluster
     // does not read the rest of a large table.
-    let c = Client::connect(&addr).unwrap();
+    let c = client_as(&addr, &admin);
     c.create_table("large", Split::Even(4), Durability::Nosync)
         .unwrap();
     let muts: Vec<tablinum_client::Mutation> = (0..40_000u32)
@@ -307,7 +410,7 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     let rows_read = || {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(&http).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        s.write_all(metrics_req.as_bytes()).unwrap();
         let mut o = String::new();
         s.read_to_string(&mut o).unwrap();
         o.lines()
@@ -318,6 +421,7 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     let before = rows_read();
     let mut scan = Command::new(BIN)
         .args(["scan", "large", "--stream-limit", "1", "--cluster", &addr])
+        .env("XDG_CONFIG_HOME", &home)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -353,9 +457,11 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
         .success());
     let status = procs.0[0].wait().unwrap();
     assert!(status.success(), "tablinum up exited with {status}");
-    let (child, addr, _) = spawn_up(&data);
+    let (child, addr, _) = spawn_up(&data, &home);
     procs.0[0] = child;
-    let client = Client::connect(&addr).unwrap();
+    let (ok, out, err) = cli(&home, &addr, &["status"]);
+    assert!(ok && out.contains("tables: 2"), "{out}{err}");
+    let client = client_as(&addr, &admin);
     let mut q = Query::new("demo");
     q.keys_only = true;
     let t0 = Instant::now();

@@ -137,7 +137,7 @@ pub(crate) struct GrpcSource {
 /// the status kept in `failure`.
 pub(crate) fn open_many(
     handle: &tokio::runtime::Handle,
-    channel: tonic::transport::Channel,
+    channel: crate::Transport,
     starts: Vec<ScanStart>,
     index: bool,
     idle: Duration,

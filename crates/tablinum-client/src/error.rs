@@ -23,6 +23,11 @@ pub enum Error {
     Server(String),
     /// The cluster address could not be used.
     Connect(String),
+    /// The call carried no credentials, or credentials the cluster does not
+    /// know (forged, revoked); nothing was changed.
+    Unauthenticated(String),
+    /// The credentials' role does not allow the call; nothing was changed.
+    PermissionDenied(String),
 }
 
 impl fmt::Display for Error {
@@ -35,6 +40,8 @@ impl fmt::Display for Error {
             Error::Timeout(m) => write!(f, "timed out: {m}"),
             Error::Server(m) => write!(f, "server error: {m}"),
             Error::Connect(m) => write!(f, "cannot connect: {m}"),
+            Error::Unauthenticated(m) => write!(f, "not authenticated: {m}"),
+            Error::PermissionDenied(m) => write!(f, "permission denied: {m}"),
         }
     }
 }
@@ -80,6 +87,8 @@ impl From<Status> for Error {
             | Code::Cancelled
             | Code::ResourceExhausted => Error::Unavailable(m),
             Code::DeadlineExceeded => Error::Timeout(m),
+            Code::Unauthenticated => Error::Unauthenticated(m),
+            Code::PermissionDenied => Error::PermissionDenied(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }
     }

@@ -30,10 +30,15 @@ use tablinum_stream::merge::{merge, MergeQuery};
 use tablinum_stream::window::{
     after_cancel, initial_window, WindowMode, ADAPTIVE_WINDOW_MIN_BATCHES,
 };
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
 pub use error::{Error, Result};
+pub use tablinum_auth::{Credential, Role};
+
+/// A connection that adds the caller's credential to every call.
+pub type Transport = InterceptedService<Channel, tablinum_auth::Bearer>;
 pub use tablinum_proto::v1::{Durability, IndexTerm, Mutation, Table, Tablet};
 
 /// The embedded cluster's default gRPC address (`tablinum up`).
@@ -64,6 +69,10 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Idle timeout of a tablet stream in a query.
     pub idle_timeout: Duration,
+    /// What every call presents (`authorization: Bearer …`): a client
+    /// token, or the cluster credential for servers. None: calls are
+    /// refused by any cluster.
+    pub credential: Option<Credential>,
 }
 
 impl Default for ClientConfig {
@@ -74,6 +83,41 @@ impl Default for ClientConfig {
             backoff_max: Duration::from_millis(BACKOFF_MAX_MS_DEFAULT),
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS_DEFAULT),
+            credential: None,
+        }
+    }
+}
+
+/// A client token as the cluster lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// Its id (public).
+    pub id: String,
+    /// What it allows.
+    pub role: Role,
+    /// The label it was created with.
+    pub name: String,
+    /// Creation time, ms since the Unix epoch.
+    pub created_ms: u64,
+}
+
+impl TokenInfo {
+    fn from_wire(t: &v1::TokenInfo) -> Option<TokenInfo> {
+        Some(TokenInfo {
+            id: t.id.clone(),
+            role: Role::from_i32(t.role)?,
+            name: t.name.clone(),
+            created_ms: t.created_ms,
+        })
+    }
+}
+
+impl ClientConfig {
+    /// The defaults, presenting `credential` on every call.
+    pub fn with_credential(credential: Option<Credential>) -> Self {
+        ClientConfig {
+            credential,
+            ..ClientConfig::default()
         }
     }
 }
@@ -231,7 +275,7 @@ pub fn endpoint(addr: &str) -> Result<Endpoint> {
 }
 
 struct Inner {
-    manager: ManagerClient<Channel>,
+    manager: ManagerClient<Transport>,
     channels: Mutex<HashMap<String, Channel>>,
     tables: Mutex<HashMap<String, Arc<Locations>>>,
     /// Learned adaptive start window per table.
@@ -262,7 +306,8 @@ impl AsyncClient {
     }
 
     fn with_channel(ch: Channel, cfg: ClientConfig) -> Self {
-        let manager = ManagerClient::new(ch)
+        let bearer = tablinum_auth::Bearer::new(cfg.credential.as_ref());
+        let manager = ManagerClient::with_interceptor(ch, bearer)
             .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX);
         AsyncClient {
@@ -286,13 +331,21 @@ impl AsyncClient {
         Ok(c)
     }
 
-    fn tserver(&self, addr: &str) -> Result<TabletServerClient<Channel>> {
-        Ok(TabletServerClient::new(self.channel(addr)?)
+    /// The connection to `addr`, with this client's credential.
+    pub(crate) fn transport(&self, addr: &str) -> Result<Transport> {
+        Ok(InterceptedService::new(
+            self.channel(addr)?,
+            tablinum_auth::Bearer::new(self.inner.cfg.credential.as_ref()),
+        ))
+    }
+
+    fn tserver(&self, addr: &str) -> Result<TabletServerClient<Transport>> {
+        Ok(TabletServerClient::new(self.transport(addr)?)
             .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX))
     }
 
-    fn manager(&self) -> ManagerClient<Channel> {
+    fn manager(&self) -> ManagerClient<Transport> {
         self.inner.manager.clone()
     }
 
@@ -316,6 +369,46 @@ impl AsyncClient {
         let r = self.manager().create_table(req).await?.into_inner();
         r.table
             .ok_or_else(|| Error::Server("create table answered without a table".into()))
+    }
+
+    /// Creates a client token of `role` labelled `name`; the answer holds
+    /// the token, which the cluster keeps only as a hash. Admin only.
+    pub async fn create_token(&self, role: Role, name: &str) -> Result<(TokenInfo, Credential)> {
+        let r = self
+            .manager()
+            .create_token(v1::CreateTokenRequest {
+                role: role as i32,
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        let info = r
+            .info
+            .as_ref()
+            .and_then(TokenInfo::from_wire)
+            .ok_or_else(|| Error::Server("create token answered without a token".into()))?;
+        let token = Credential::parse(&r.token)
+            .map_err(|e| Error::Server(format!("create token answered a bad token: {e}")))?;
+        Ok((info, token))
+    }
+
+    /// Every token (ids, roles, names; never a secret). Admin only.
+    pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
+        let r = self
+            .manager()
+            .list_tokens(v1::ListTokensRequest {})
+            .await?
+            .into_inner();
+        Ok(r.tokens.iter().filter_map(TokenInfo::from_wire).collect())
+    }
+
+    /// Revokes the token `id`; returns once no live server accepts it.
+    /// Admin only.
+    pub async fn revoke_token(&self, id: &str) -> Result<()> {
+        self.manager()
+            .revoke_token(v1::RevokeTokenRequest { id: id.to_string() })
+            .await?;
+        Ok(())
     }
 
     /// Drops a table.
@@ -404,7 +497,7 @@ impl AsyncClient {
         call: F,
     ) -> Result<T>
     where
-        F: Fn(TabletServerClient<Channel>, u64) -> Fut,
+        F: Fn(TabletServerClient<Transport>, u64) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Status>>,
     {
         let mut b = Backoff::new(&self.inner.cfg);
@@ -496,7 +589,7 @@ impl AsyncClient {
     /// Sends a read of `key` (a `GetRequest`) with `call` to its tablet.
     async fn read<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
     where
-        F: Fn(TabletServerClient<Channel>, v1::GetRequest) -> Fut,
+        F: Fn(TabletServerClient<Transport>, v1::GetRequest) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Status>>,
     {
         self.with_tablet(table, key, true, |c, table_id| {
@@ -665,7 +758,7 @@ impl AsyncClient {
         }
         let mut sources = Vec::with_capacity(tablets.len());
         for (server, starts) in by_server {
-            let ch = self.channel(server).map_err(QueryFailure::Client)?;
+            let ch = self.transport(server).map_err(QueryFailure::Client)?;
             sources.extend(coordinator::open_many(
                 &handle,
                 ch,
@@ -850,6 +943,21 @@ impl Client {
     pub fn create_table(&self, name: &str, split: Split, durability: Durability) -> Result<Table> {
         self.rt
             .block_on(self.inner.create_table(name, split, durability))
+    }
+
+    /// Creates a client token. Admin only.
+    pub fn create_token(&self, role: Role, name: &str) -> Result<(TokenInfo, Credential)> {
+        self.rt.block_on(self.inner.create_token(role, name))
+    }
+
+    /// Every token. Admin only.
+    pub fn list_tokens(&self) -> Result<Vec<TokenInfo>> {
+        self.rt.block_on(self.inner.list_tokens())
+    }
+
+    /// Revokes a token; returns once no live server accepts it. Admin only.
+    pub fn revoke_token(&self, id: &str) -> Result<()> {
+        self.rt.block_on(self.inner.revoke_token(id))
     }
 
     /// See [`AsyncClient::drop_table`].

@@ -24,6 +24,86 @@ pub const WINDOW_BATCHES_MAX: u32 = 1024;
 /// headroom for its key, metadata and terms.
 pub const GRPC_MESSAGE_BYTES_MAX: usize = 80 << 20;
 
+/// Longest server id in a heartbeat, bytes.
+pub const SERVER_ID_BYTES_MAX: usize = 128;
+/// Longest address (gRPC or HTTP) in a heartbeat, bytes.
+pub const ADDRESS_BYTES_MAX: usize = 256;
+/// Most tablets one heartbeat reports.
+pub const HEARTBEAT_TABLETS_MAX: usize = 65_536;
+/// Most published files one tablet reports.
+pub const TABLET_FILES_MAX: usize = 100_000;
+/// Longest published file path (relative to its tablet's directory), bytes.
+pub const FILE_PATH_BYTES_MAX: usize = 256;
+/// Longest token name, bytes.
+pub const TOKEN_NAME_BYTES_MAX: usize = 128;
+
+/// Checks a server id: 1..=128 bytes of `[A-Za-z0-9_.:-]`.
+pub fn check_server_id(id: &str) -> Result<(), String> {
+    check_chars("server_id", id, 1, SERVER_ID_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')
+    })
+}
+
+/// Checks an address a server announces: `host:port`, at most 256 bytes,
+/// host of `[A-Za-z0-9.-]` or a bracketed IPv6 literal, port 1..=65535.
+pub fn check_address(what: &str, addr: &str) -> Result<(), String> {
+    check_chars(what, addr, 3, ADDRESS_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
+    })?;
+    let bad = || format!("{what} {addr:?} is not host:port");
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && !host.is_empty() => Ok(()),
+        _ => Err(bad()),
+    }
+}
+
+/// Checks a published file path: relative to its tablet's directory, 1..=256
+/// bytes of `[A-Za-z0-9_.-/]`, no empty, `.` or `..` component.
+pub fn check_file_path(path: &str) -> Result<(), String> {
+    check_chars("file path", path, 1, FILE_PATH_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
+    })?;
+    if path
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(format!(
+            "file path {path:?} must be relative, without empty, . or .. components"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a token name: 0..=128 bytes of `[A-Za-z0-9_.-@]`.
+pub fn check_token_name(name: &str) -> Result<(), String> {
+    check_chars("token name", name, 0, TOKEN_NAME_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '@')
+    })
+}
+
+fn check_chars(
+    what: &str,
+    s: &str,
+    min: usize,
+    max: usize,
+    ok: impl Fn(char) -> bool,
+) -> Result<(), String> {
+    if s.len() < min || s.len() > max {
+        return Err(format!(
+            "{what} is {} bytes; allowed are {min}..={max}",
+            s.len()
+        ));
+    }
+    if let Some(c) = s.chars().find(|c| !ok(*c)) {
+        // Debug formatting escapes control characters: no forged log lines.
+        return Err(format!(
+            "{what} has the character {c:?}, which is not allowed"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a table name: 1..=128 bytes of `[A-Za-z0-9_.-]`. The error names
 /// the problem.
 pub fn check_table_name(name: &str) -> Result<(), String> {
@@ -60,5 +140,36 @@ mod tests {
             .contains("129 bytes"));
         assert!(check_table_name("a/b").unwrap_err().contains("'/'"));
         assert!(check_table_name("..").is_ok());
+    }
+
+    #[test]
+    fn heartbeat_fields() {
+        assert!(check_server_id("ts-12-34").is_ok());
+        assert!(check_server_id("").unwrap_err().contains("0 bytes"));
+        assert!(check_server_id(&"a".repeat(5000))
+            .unwrap_err()
+            .contains("server_id is 5000 bytes"));
+        assert!(check_server_id("a\nb").is_err());
+        assert!(check_address("address", "127.0.0.1:7410").is_ok());
+        assert!(check_address("address", "[::1]:7410").is_ok());
+        let e = check_address("address", "evil\nlog line:1").unwrap_err();
+        assert!(e.contains("'\\n'"), "{e}");
+        assert!(check_address("address", "host:0").is_err());
+        assert!(check_address("address", "hostonly").is_err());
+        assert!(check_address("address", &format!("{}:1", "a".repeat(300))).is_err());
+        assert!(check_file_path("ledger/000001.sst").is_ok());
+        for bad in [
+            "../../etc/shadow",
+            "/etc/shadow",
+            "a//b",
+            "a/./b",
+            "",
+            "a\0b",
+        ] {
+            assert!(check_file_path(bad).is_err(), "{bad}");
+        }
+        assert!(check_token_name("").is_ok());
+        assert!(check_token_name("ci@build-1").is_ok());
+        assert!(check_token_name("a b").is_err());
     }
 }

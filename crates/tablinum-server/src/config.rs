@@ -42,6 +42,21 @@ pub const TABLET_BLOCK_CACHE_MIB_DEFAULT: u64 = 8;
 /// Open file handles of one tablet.
 pub const TABLET_OPEN_FILES_DEFAULT: usize = 64;
 
+/// Name of the cluster secret file in the manager's data directory when
+/// `cluster_secret_file` is not set.
+pub const CLUSTER_SECRET_FILE_NAME: &str = "cluster.secret";
+/// Name of the bootstrap admin token file in the manager's data directory
+/// when `admin_token_file` is not set.
+pub const ADMIN_TOKEN_FILE_NAME: &str = "admin.token";
+
+fn or_in(set: &Path, dir: &Path, name: &str) -> PathBuf {
+    if set.as_os_str().is_empty() {
+        dir.join(name)
+    } else {
+        set.to_path_buf()
+    }
+}
+
 /// The manager's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -56,6 +71,12 @@ pub struct ManagerConfig {
     pub storage: PathBuf,
     /// Heartbeat timeout, ms.
     pub heartbeat_timeout_ms: u64,
+    /// The cluster secret shared with the servers (created, mode 0600, if
+    /// missing). Empty: `<data>/cluster.secret`.
+    pub cluster_secret_file: PathBuf,
+    /// Where the first start writes a bootstrap admin token (mode 0600).
+    /// Empty: `<data>/admin.token`.
+    pub admin_token_file: PathBuf,
 }
 
 impl Default for ManagerConfig {
@@ -66,11 +87,27 @@ impl Default for ManagerConfig {
             data: PathBuf::from("tablinum-data/manager"),
             storage: PathBuf::from("tablinum-data/storage"),
             heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_MS_DEFAULT,
+            cluster_secret_file: PathBuf::new(),
+            admin_token_file: PathBuf::new(),
         }
     }
 }
 
 impl ManagerConfig {
+    /// The cluster secret file (its default in the data directory).
+    pub fn cluster_secret_path(&self) -> PathBuf {
+        or_in(
+            &self.cluster_secret_file,
+            &self.data,
+            CLUSTER_SECRET_FILE_NAME,
+        )
+    }
+
+    /// The bootstrap admin token file (its default in the data directory).
+    pub fn admin_token_path(&self) -> PathBuf {
+        or_in(&self.admin_token_file, &self.data, ADMIN_TOKEN_FILE_NAME)
+    }
+
     /// The heartbeat timeout.
     pub fn heartbeat_timeout(&self) -> Duration {
         Duration::from_millis(self.heartbeat_timeout_ms)
@@ -107,6 +144,9 @@ pub struct TserverConfig {
     pub tablet_block_cache_mib: u64,
     /// Open file handles of each tablet.
     pub tablet_open_files: usize,
+    /// The manager's cluster secret (a copy of its `cluster_secret_file`).
+    /// Required unless the manager runs in the same process.
+    pub cluster_secret_file: PathBuf,
 }
 
 impl Default for TserverConfig {
@@ -125,6 +165,7 @@ impl Default for TserverConfig {
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
             tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
+            cluster_secret_file: PathBuf::new(),
         }
     }
 }

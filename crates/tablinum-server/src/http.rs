@@ -6,8 +6,11 @@
 //! the head is read up to [`REQUEST_HEAD_BYTES_MAX`] bytes within
 //! [`REQUEST_TIMEOUT_MS`] (and the response must be taken within it too),
 //! at most [`CONNECTIONS_MAX`] connections are served at once, and only GET
-//! is served; anything else gets a 4xx.
-//! Never changes cluster state.
+//! is served; anything else gets a 4xx. Every path but `/health` needs
+//! credentials (`Authorization: Bearer <token>`, or HTTP Basic with the
+//! token as password, so a browser can ask for it): a read token or better,
+//! or the cluster credential; otherwise 401.
+//! Never changes cluster state, and never renders a secret.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -17,6 +20,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+use base64::Engine as _;
+use tablinum_auth::{Need, Verifier};
 
 use crate::manager::Manager;
 use crate::tserver::Tserver;
@@ -37,6 +43,7 @@ pub struct Node {
     /// The tablet server, when this process runs it.
     pub tserver: Option<Arc<Tserver>>,
     rate: Mutex<Option<RateSample>>,
+    verifier: Arc<Verifier>,
 }
 
 /// The last rate sample: when, rows written and read then, and the rates
@@ -45,12 +52,49 @@ type RateSample = (Instant, u64, u64, f64, f64);
 
 impl Node {
     /// A node of these roles.
-    pub fn new(manager: Option<Arc<Manager>>, tserver: Option<Arc<Tserver>>) -> Arc<Node> {
+    pub fn new(
+        manager: Option<Arc<Manager>>,
+        tserver: Option<Arc<Tserver>>,
+        verifier: Arc<Verifier>,
+    ) -> Arc<Node> {
         Arc::new(Node {
             manager,
             tserver,
             rate: Mutex::new(None),
+            verifier,
         })
+    }
+
+    /// Whether the request head carries credentials allowing a read;
+    /// `Err` holds the reason (without any secret).
+    fn authorized(&self, head: &str) -> Result<(), String> {
+        let value = head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("authorization")
+                .then(|| v.trim().to_string())
+        });
+        let bearer = match value {
+            Some(v) if v.len() > 6 && v[..6].eq_ignore_ascii_case("basic ") => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(v[6..].trim())
+                    .map_err(|_| "bad credentials: Basic credentials are not base64".to_string())?;
+                let text = String::from_utf8(raw)
+                    .map_err(|_| "bad credentials: Basic credentials are not text".to_string())?;
+                let token = text.split_once(':').map_or(text.as_str(), |(_, p)| p);
+                Some(format!("Bearer {token}"))
+            }
+            other => other,
+        };
+        let p = self
+            .verifier
+            .check_header(bearer.as_deref().map(str::as_bytes))
+            .map_err(|s| s.message().to_string())?;
+        if p.may(Need::Read) {
+            Ok(())
+        } else {
+            Err(format!("{p} may not read"))
+        }
     }
 
     /// Rows written and read per second since the previous call (at least
@@ -326,13 +370,32 @@ pub async fn serve(
             let head = String::from_utf8_lossy(&buf[..n]);
             let mut parts = head.lines().next().unwrap_or("").split_whitespace();
             let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
+            let path = path.split('?').next().unwrap_or("");
+            let auth = if method == "GET" && path != "/health" {
+                node.authorized(&head)
+            } else {
+                Ok(())
+            };
+            let mut extra = "";
+            let (status, ctype, body) = match (method, path) {
+                ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
+                ("GET", _) if auth.is_err() => {
+                    extra = "WWW-Authenticate: Basic realm=\"tablinum\", charset=\"UTF-8\"\r\n";
+                    (
+                        "401 Unauthorized",
+                        "text/plain",
+                        format!(
+                            "{}\nsend `Authorization: Bearer <token>` (or HTTP Basic with the token as password)\n",
+                            auth.unwrap_err()
+                        ),
+                    )
+                }
                 ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics()),
                 ("GET", "/") => ("200 OK", "text/html; charset=utf-8", node.page()),
                 ("GET", _) => (
                     "404 Not Found",
                     "text/plain",
-                    "not found: try / or /metrics\n".into(),
+                    "not found: try /, /metrics or /health\n".into(),
                 ),
                 _ => (
                     "405 Method Not Allowed",
@@ -341,7 +404,7 @@ pub async fn serve(
                 ),
             };
             let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
                 body.len()
             );
             let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);

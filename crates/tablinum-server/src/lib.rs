@@ -20,8 +20,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use tablinum_auth::{Authenticator, ClusterSecret, Verifier};
 use tablinum_proto::v1::{manager_server::ManagerServer, tablet_server_server::TabletServerServer};
 use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
 use tonic::Status;
 
 pub use config::{ConfigFile, ManagerConfig, TserverConfig};
@@ -46,6 +48,8 @@ pub fn status_from_client(e: tablinum_client::Error) -> Status {
         E::Unavailable(m) | E::Connect(m) => Status::unavailable(m),
         E::Timeout(m) => Status::deadline_exceeded(m),
         E::Server(m) => Status::internal(m),
+        E::Unauthenticated(m) => Status::unauthenticated(m),
+        E::PermissionDenied(m) => Status::permission_denied(m),
     }
 }
 
@@ -101,6 +105,8 @@ pub async fn start(
             return Err("nothing to run: neither [manager] nor [tserver] configured".into())
         }
     };
+    let secret = cluster_secret(manager.as_ref(), tserver.as_ref())?;
+    let verifier = Verifier::new(&secret);
     let grpc_l = bind(&listen, "gRPC").await?;
     let http_l = bind(&http_listen, "HTTP").await?;
     let grpc = grpc_l.local_addr().map_err(|e| e.to_string())?;
@@ -109,7 +115,8 @@ pub async fn start(
     let mut tasks = Vec::new();
     let mgr = match manager {
         Some(cfg) => {
-            let m = tokio::task::spawn_blocking(move || manager::Manager::open(cfg))
+            let v = verifier.clone();
+            let m = tokio::task::spawn_blocking(move || manager::Manager::open(cfg, v))
                 .await
                 .map_err(|e| e.to_string())??;
             tasks.push(tokio::spawn(manager::ticker(m.clone(), stop_rx.clone())));
@@ -122,28 +129,42 @@ pub async fn start(
             if mgr.is_some() {
                 cfg.manager = grpc.to_string();
             }
-            let t = tserver::Tserver::new(cfg, grpc.to_string(), http.to_string())?;
+            let t = tserver::Tserver::new(
+                cfg,
+                grpc.to_string(),
+                http.to_string(),
+                secret.clone(),
+                verifier.clone(),
+            )?;
             tasks.push(tokio::spawn(t.clone().heartbeat_loop(stop_rx.clone())));
             Some(t)
         }
         None => None,
     };
-    let node = http::Node::new(mgr.clone(), ts.clone());
+    let node = http::Node::new(mgr.clone(), ts.clone(), verifier.clone());
     tasks.push(tokio::spawn(http::serve(
         http_l,
         node.clone(),
         stop_rx.clone(),
     )));
     let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
+    // Every call passes the authenticator first: no credentials, no call.
+    let auth = Authenticator(verifier);
     let msvc = mgr.map(|m| {
-        ManagerServer::new(manager::ManagerService(m))
-            .max_decoding_message_size(max)
-            .max_encoding_message_size(max)
+        InterceptedService::new(
+            ManagerServer::new(manager::ManagerService(m))
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            auth.clone(),
+        )
     });
     let tsvc = ts.map(|t| {
-        TabletServerServer::new(tserver::TserverService(t))
-            .max_decoding_message_size(max)
-            .max_encoding_message_size(max)
+        InterceptedService::new(
+            TabletServerServer::new(tserver::TserverService(t))
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            auth.clone(),
+        )
     });
     let mut stop_grpc = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -171,7 +192,7 @@ pub async fn start(
             )
             .await;
         if let Err(e) = r {
-            eprintln!("gRPC server stopped: {e}");
+            tracing::error!(error = %e, "gRPC server stopped");
         }
     }));
     Ok(Running {
@@ -183,14 +204,52 @@ pub async fn start(
     })
 }
 
+/// The cluster secret of this process: the manager's (created if missing)
+/// when it runs here, else the tablet server's `cluster_secret_file`.
+fn cluster_secret(
+    manager: Option<&ManagerConfig>,
+    tserver: Option<&TserverConfig>,
+) -> Result<ClusterSecret, String> {
+    if let Some(m) = manager {
+        let p = m.cluster_secret_path();
+        return tablinum_auth::files::load_or_create_cluster_secret(&p)
+            .map_err(|e| format!("[manager] cluster_secret_file: {e}"));
+    }
+    let Some(t) = tserver else {
+        return Err("nothing to run: neither [manager] nor [tserver] configured".into());
+    };
+    if t.cluster_secret_file.as_os_str().is_empty() {
+        return Err(format!(
+            "[tserver] cluster_secret_file is not set: name a copy of the manager's cluster secret \
+             (its cluster_secret_file, by default <manager data>/{})",
+            config::CLUSTER_SECRET_FILE_NAME
+        ));
+    }
+    tablinum_auth::files::load_cluster_secret(&t.cluster_secret_file)
+        .map_err(|e| format!("[tserver] cluster_secret_file: {e}"))
+}
+
+/// Where `tablinum up` keeps its cluster secret: `<data>/cluster.secret`.
+pub fn embedded_secret_path(data: &Path) -> std::path::PathBuf {
+    data.join(config::CLUSTER_SECRET_FILE_NAME)
+}
+
+/// Where `tablinum up` writes its bootstrap admin token: `<data>/admin.token`.
+pub fn embedded_admin_token_path(data: &Path) -> std::path::PathBuf {
+    data.join(config::ADMIN_TOKEN_FILE_NAME)
+}
+
 /// The embedded cluster of `tablinum up`: manager and tablet server in this
-/// process, metadata in `<data>/manager`, tablets in `<data>/storage`.
+/// process, metadata in `<data>/manager`, tablets in `<data>/storage`, the
+/// cluster secret and the bootstrap admin token in `<data>` (mode 0600).
 pub async fn start_embedded(data: &Path, listen: &str, http: &str) -> Result<Running, String> {
     let m = ManagerConfig {
         listen: listen.to_string(),
         http: http.to_string(),
         data: data.join("manager"),
         storage: data.join("storage"),
+        cluster_secret_file: embedded_secret_path(data),
+        admin_token_file: embedded_admin_token_path(data),
         ..ManagerConfig::default()
     };
     let t = TserverConfig {

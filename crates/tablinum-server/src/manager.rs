@@ -23,6 +23,8 @@ use tablinum_engine::{Batch, Durability as EngineDurability, Options, Store};
 use tablinum_proto::v1::{self, manager_server::Manager as ManagerRpc};
 use tonic::{Request, Response, Status};
 
+use tablinum_auth::{authorize, Credential, Grant, Need, NewToken, Role, Verifier};
+
 use crate::config::ManagerConfig;
 use crate::status_from_engine;
 
@@ -30,6 +32,10 @@ const KEY_TABLE: &[u8] = b"table/";
 const KEY_SERVER: &[u8] = b"server/";
 const KEY_DROPPED: &[u8] = b"dropped/";
 const KEY_NEXT_TABLE_ID: &[u8] = b"next_table_id";
+const KEY_TOKEN: &[u8] = b"token/";
+const KEY_TOKENS_VERSION: &[u8] = b"tokens_version";
+/// How often a token change checks whether every server has heard of it.
+const TOKENS_POLL: Duration = Duration::from_millis(20);
 /// How often a drop checks whether servers have let go of the table.
 const DROP_POLL: Duration = Duration::from_millis(20);
 
@@ -84,6 +90,48 @@ pub struct ServerRecord {
     pub http: String,
 }
 
+/// A client token as stored in the metadata (`token/<id>`): never the
+/// secret, only its SHA-256.
+#[derive(Clone, PartialEq, Message)]
+pub struct TokenRecord {
+    /// Id (12 hex digits).
+    #[prost(string, tag = "1")]
+    pub id: String,
+    /// `v1::Role` as i32.
+    #[prost(int32, tag = "2")]
+    pub role: i32,
+    /// Label.
+    #[prost(string, tag = "3")]
+    pub name: String,
+    /// Creation time, ms since the Unix epoch.
+    #[prost(uint64, tag = "4")]
+    pub created_ms: u64,
+    /// SHA-256 of the secret part.
+    #[prost(bytes = "vec", tag = "5")]
+    pub secret_sha256: Vec<u8>,
+}
+
+impl TokenRecord {
+    fn info(&self) -> v1::TokenInfo {
+        v1::TokenInfo {
+            id: self.id.clone(),
+            role: self.role,
+            name: self.name.clone(),
+            created_ms: self.created_ms,
+        }
+    }
+
+    fn grant(&self) -> Option<(String, Grant)> {
+        Some((
+            self.id.clone(),
+            Grant {
+                role: Role::from_i32(self.role)?,
+                secret_sha256: self.secret_sha256.as_slice().try_into().ok()?,
+            },
+        ))
+    }
+}
+
 #[derive(Debug)]
 struct Live {
     address: String,
@@ -96,6 +144,8 @@ struct Live {
     hosted: HashSet<(u64, u64)>,
     rows_written: u64,
     rows_read: u64,
+    /// The token-set version it last reported holding.
+    tokens_version: u64,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +154,17 @@ struct State {
     servers: HashMap<String, Live>,
     dropped: BTreeMap<u64, ()>,
     next_table_id: u64,
+    tokens: BTreeMap<String, TokenRecord>,
+    tokens_version: u64,
+}
+
+impl State {
+    fn grants(&self) -> HashMap<String, Grant> {
+        self.tokens
+            .values()
+            .filter_map(TokenRecord::grant)
+            .collect()
+    }
 }
 
 /// Counters of the manager, for `/metrics`.
@@ -127,6 +188,9 @@ pub struct Manager {
     state: Mutex<State>,
     cfg: ManagerConfig,
     counters: Mutex<(u64, u64)>,
+    /// Checks every caller of this process; the manager keeps its tokens
+    /// current.
+    verifier: Arc<Verifier>,
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> Status {
@@ -134,8 +198,10 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> Status {
 }
 
 impl Manager {
-    /// Opens (or creates) the metadata store and loads it.
-    pub fn open(cfg: ManagerConfig) -> Result<Arc<Manager>, String> {
+    /// Opens (or creates) the metadata store and loads it; hands the valid
+    /// tokens to `verifier`. At the first start (no token yet) creates an
+    /// admin token and writes it to the admin token file (mode 0600).
+    pub fn open(cfg: ManagerConfig, verifier: Arc<Verifier>) -> Result<Arc<Manager>, String> {
         std::fs::create_dir_all(&cfg.storage)
             .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
         let opts = Options {
@@ -187,8 +253,17 @@ impl Manager {
                     hosted: HashSet::new(),
                     rows_written: 0,
                     rows_read: 0,
+                    tokens_version: 0,
                 },
             );
+        }
+        for (k, v) in load(KEY_TOKEN)? {
+            let t = TokenRecord::decode(v.as_slice()).map_err(|e| {
+                corrupt(&String::from_utf8_lossy(&k), e)
+                    .message()
+                    .to_string()
+            })?;
+            st.tokens.insert(t.id.clone(), t);
         }
         for (k, _) in load(KEY_DROPPED)? {
             let id = k[KEY_DROPPED.len()..]
@@ -197,22 +272,88 @@ impl Manager {
                 .map_err(|_| "manager metadata: bad dropped-table key".to_string())?;
             st.dropped.insert(id, ());
         }
-        if let Some(v) = store
-            .get(KEY_NEXT_TABLE_ID)
-            .map_err(|e| format!("cannot read manager metadata: {e}"))?
-        {
-            let b: [u8; 8] = v
-                .as_slice()
-                .try_into()
-                .map_err(|_| "manager metadata: next_table_id is not 8 bytes".to_string())?;
-            st.next_table_id = u64::from_be_bytes(b);
-        }
-        Ok(Arc::new(Manager {
+        // Counters: 8 bytes, big-endian.
+        let counter = |key: &[u8]| -> Result<Option<u64>, String> {
+            let what = String::from_utf8_lossy(key);
+            match store
+                .get(key)
+                .map_err(|e| format!("cannot read manager metadata: {e}"))?
+            {
+                None => Ok(None),
+                Some(v) => v
+                    .as_slice()
+                    .try_into()
+                    .map(|b| Some(u64::from_be_bytes(b)))
+                    .map_err(|_| format!("manager metadata: {what} is not 8 bytes")),
+            }
+        };
+        st.next_table_id = counter(KEY_NEXT_TABLE_ID)?.unwrap_or(1);
+        st.tokens_version = counter(KEY_TOKENS_VERSION)?.unwrap_or(0);
+        let bootstrap = st.tokens.is_empty();
+        verifier.set_tokens(st.tokens_version, st.grants());
+        let m = Arc::new(Manager {
             store,
             state: Mutex::new(st),
             cfg,
             counters: Mutex::new((0, 0)),
-        }))
+            verifier,
+        });
+        if bootstrap {
+            let (_, token) = m
+                .add_token(Role::Admin, "bootstrap-admin")
+                .map_err(|s| format!("cannot create the bootstrap admin token: {}", s.message()))?;
+            let path = m.cfg.admin_token_path();
+            tablinum_auth::files::write_secret_file(&path, &format!("{}\n", token.expose()))
+                .map_err(|e| format!("cannot write the bootstrap admin token: {e}"))?;
+            tracing::info!(file = %path.display(), "created the bootstrap admin token");
+        }
+        Ok(m)
+    }
+
+    /// Returns once every live server holds token set `version` or newer
+    /// (bounded by twice the heartbeat timeout: a server silent that long
+    /// is being declared dead anyway).
+    async fn tokens_everywhere(&self, version: u64) {
+        let deadline = Instant::now() + 2 * self.cfg.heartbeat_timeout();
+        loop {
+            let behind = {
+                let st = self.state.lock();
+                st.servers.values().any(|l| l.tokens_version < version)
+            };
+            if !behind || Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(TOKENS_POLL).await;
+        }
+    }
+
+    /// Creates a token of `role`: stores its hash, bumps the token-set
+    /// version (one atomic write) and tells the local verifier.
+    fn add_token(&self, role: Role, name: &str) -> Result<(TokenRecord, Credential), Status> {
+        let t = NewToken::generate().map_err(|e| Status::internal(e.to_string()))?;
+        let rec = TokenRecord {
+            id: t.id.clone(),
+            role: role as i32,
+            name: name.to_string(),
+            created_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0),
+            secret_sha256: t.secret_sha256.to_vec(),
+        };
+        let mut st = self.state.lock();
+        let version = st.tokens_version + 1;
+        let mut b = Batch::new();
+        b.put(
+            &[KEY_TOKEN, rec.id.as_bytes()].concat(),
+            &rec.encode_to_vec(),
+        );
+        b.put(KEY_TOKENS_VERSION, &version.to_be_bytes());
+        self.write(&b)?;
+        st.tokens.insert(rec.id.clone(), rec.clone());
+        st.tokens_version = version;
+        self.verifier.set_tokens(version, st.grants());
+        Ok((rec, t.token))
     }
 
     /// Closes the metadata store.
@@ -260,7 +401,8 @@ impl Manager {
             .collect();
         for id in &dead {
             st.servers.remove(id);
-            eprintln!("manager: tablet server {id} missed heartbeats for {timeout:?}; reassigning its tablets");
+            tracing::warn!(server = %id, timeout_ms = timeout.as_millis() as u64,
+                "tablet server missed heartbeats; reassigning its tablets");
             self.delete(&[KEY_SERVER, id.as_bytes()].concat())?;
             self.counters.lock().0 += 1;
         }
@@ -343,7 +485,7 @@ impl Manager {
                 let dir = self.tablet_dir(id);
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     if e.kind() != std::io::ErrorKind::NotFound {
-                        eprintln!("manager: cannot remove {}: {e}", dir.display());
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a dropped table's files");
                         continue;
                     }
                 }
@@ -491,6 +633,7 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::CreateTableRequest>,
     ) -> Result<Response<v1::CreateTableResponse>, Status> {
+        authorize(&req, Need::Admin, "CreateTable")?;
         let req = req.into_inner();
         let splits = check_create(&req)?;
         let m = &self.0;
@@ -541,6 +684,7 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::DropTableRequest>,
     ) -> Result<Response<v1::DropTableResponse>, Status> {
+        authorize(&req, Need::Admin, "DropTable")?;
         let name = req.into_inner().name;
         tablinum_proto::check_table_name(&name).map_err(Status::invalid_argument)?;
         let m = &self.0;
@@ -590,8 +734,9 @@ impl ManagerRpc for ManagerService {
 
     async fn list_tables(
         &self,
-        _req: Request<v1::ListTablesRequest>,
+        req: Request<v1::ListTablesRequest>,
     ) -> Result<Response<v1::ListTablesResponse>, Status> {
+        authorize(&req, Need::Read, "ListTables")?;
         let st = self.0.state.lock();
         Ok(Response::new(v1::ListTablesResponse {
             tables: st.tables.values().map(table_msg).collect(),
@@ -602,6 +747,7 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::TabletMapRequest>,
     ) -> Result<Response<v1::TabletMapResponse>, Status> {
+        authorize(&req, Need::Read, "TabletMap")?;
         let name = req.into_inner().table;
         tablinum_proto::check_table_name(&name).map_err(Status::invalid_argument)?;
         let st = self.0.state.lock();
@@ -631,8 +777,9 @@ impl ManagerRpc for ManagerService {
 
     async fn cluster_status(
         &self,
-        _req: Request<v1::ClusterStatusRequest>,
+        req: Request<v1::ClusterStatusRequest>,
     ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
+        authorize(&req, Need::Read, "ClusterStatus")?;
         let s = self.0.snapshot();
         Ok(Response::new(v1::ClusterStatusResponse {
             servers: s.servers,
@@ -645,15 +792,38 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        authorize(&req, Need::Cluster, "Heartbeat")?;
         let hb = req.into_inner();
-        if hb.server_id.is_empty() || hb.address.is_empty() {
-            return Err(Status::invalid_argument(
-                "heartbeat needs a server_id and an address",
-            ));
-        }
+        check_heartbeat(&hb).map_err(Status::invalid_argument)?;
         let m = &self.0;
         {
             let mut st = m.state.lock();
+            if let Some(l) = st.servers.get(&hb.server_id) {
+                if l.address != hb.address && l.reported {
+                    return Err(Status::failed_precondition(format!(
+                        "server {} is live at {}; a server id keeps the address it joined with",
+                        hb.server_id, l.address
+                    )));
+                }
+            }
+            if !st.servers.contains_key(&hb.server_id) {
+                // A new process at the address of a server we think is live:
+                // that one is gone (the address is bound by the newcomer), so
+                // its tablets move now, not after the heartbeat timeout.
+                let stale: Vec<String> = st
+                    .servers
+                    .iter()
+                    .filter(|(_, l)| l.address == hb.address)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in stale {
+                    st.servers.remove(&id);
+                    m.delete(&[KEY_SERVER, id.as_bytes()].concat())?;
+                    m.counters.lock().0 += 1;
+                    tracing::info!(server = %id, successor = %hb.server_id, address = %hb.address,
+                        "tablet server replaced at its address; reassigning its tablets");
+                }
+            }
             let known = st
                 .servers
                 .get(&hb.server_id)
@@ -669,10 +839,7 @@ impl ManagerRpc for ManagerService {
                     &rec.encode_to_vec(),
                 )?;
                 if !st.servers.contains_key(&hb.server_id) {
-                    eprintln!(
-                        "manager: tablet server {} joined at {}",
-                        hb.server_id, hb.address
-                    );
+                    tracing::info!(server = %hb.server_id, address = %hb.address, "tablet server joined");
                 }
             }
             let hosted: HashSet<(u64, u64)> = hb
@@ -692,6 +859,7 @@ impl ManagerRpc for ManagerService {
                     hosted,
                     rows_written: hb.rows_written,
                     rows_read: hb.rows_read,
+                    tokens_version: hb.tokens_version,
                 },
             );
             // Publish each hosted tablet's immutable files.
@@ -723,6 +891,19 @@ impl ManagerRpc for ManagerService {
         }
         m.rebalance()?;
         let st = m.state.lock();
+        let tokens_changed = hb.tokens_version != st.tokens_version;
+        let tokens = if tokens_changed {
+            st.tokens
+                .values()
+                .map(|t| v1::TokenGrant {
+                    id: t.id.clone(),
+                    role: t.role,
+                    secret_sha256: t.secret_sha256.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let assignments = st
             .tables
             .values()
@@ -740,8 +921,108 @@ impl ManagerRpc for ManagerService {
                     })
             })
             .collect();
-        Ok(Response::new(v1::HeartbeatResponse { assignments }))
+        Ok(Response::new(v1::HeartbeatResponse {
+            assignments,
+            tokens_version: st.tokens_version,
+            tokens,
+            tokens_changed,
+        }))
     }
+
+    async fn create_token(
+        &self,
+        req: Request<v1::CreateTokenRequest>,
+    ) -> Result<Response<v1::CreateTokenResponse>, Status> {
+        let who = authorize(&req, Need::Admin, "CreateToken")?;
+        let r = req.into_inner();
+        let role = Role::from_i32(r.role).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "role {} is not one of READ (1), WRITE (2), ADMIN (3)",
+                r.role
+            ))
+        })?;
+        tablinum_proto::check_token_name(&r.name).map_err(Status::invalid_argument)?;
+        let (rec, token) = self.0.add_token(role, &r.name)?;
+        let version = self.0.state.lock().tokens_version;
+        self.0.tokens_everywhere(version).await;
+        tracing::info!(id = %rec.id, role = role.name(), name = %rec.name, by = %who, "token created");
+        Ok(Response::new(v1::CreateTokenResponse {
+            info: Some(rec.info()),
+            token: token.expose().to_string(),
+        }))
+    }
+
+    async fn list_tokens(
+        &self,
+        req: Request<v1::ListTokensRequest>,
+    ) -> Result<Response<v1::ListTokensResponse>, Status> {
+        authorize(&req, Need::Admin, "ListTokens")?;
+        let st = self.0.state.lock();
+        Ok(Response::new(v1::ListTokensResponse {
+            tokens: st.tokens.values().map(TokenRecord::info).collect(),
+        }))
+    }
+
+    async fn revoke_token(
+        &self,
+        req: Request<v1::RevokeTokenRequest>,
+    ) -> Result<Response<v1::RevokeTokenResponse>, Status> {
+        let who = authorize(&req, Need::Admin, "RevokeToken")?;
+        let id = req.into_inner().id;
+        let m = &self.0;
+        let version = {
+            let mut st = m.state.lock();
+            if !st.tokens.contains_key(&id) {
+                return Err(Status::not_found(format!(
+                    "token {:?} does not exist (ids are 12 hex digits, as `tablinum token list` shows)",
+                    id.chars().take(64).collect::<String>()
+                )));
+            }
+            let version = st.tokens_version + 1;
+            let mut b = Batch::new();
+            b.delete(&[KEY_TOKEN, id.as_bytes()].concat());
+            b.put(KEY_TOKENS_VERSION, &version.to_be_bytes());
+            m.write(&b)?;
+            st.tokens.remove(&id);
+            st.tokens_version = version;
+            m.verifier.set_tokens(version, st.grants());
+            version
+        };
+        tracing::info!(id = %id, by = %who, "token revoked");
+        m.tokens_everywhere(version).await;
+        Ok(Response::new(v1::RevokeTokenResponse {}))
+    }
+}
+
+/// Checks every field of a heartbeat against its limits; the error names
+/// the field.
+fn check_heartbeat(hb: &v1::HeartbeatRequest) -> Result<(), String> {
+    tablinum_proto::check_server_id(&hb.server_id)?;
+    tablinum_proto::check_address("address", &hb.address)?;
+    tablinum_proto::check_address("http", &hb.http)?;
+    if hb.tablets.len() > tablinum_proto::HEARTBEAT_TABLETS_MAX {
+        return Err(format!(
+            "a heartbeat reports {} tablets; the limit is {}",
+            hb.tablets.len(),
+            tablinum_proto::HEARTBEAT_TABLETS_MAX
+        ));
+    }
+    for t in &hb.tablets {
+        if t.files.len() > tablinum_proto::TABLET_FILES_MAX {
+            return Err(format!(
+                "tablet {} of table {} reports {} files; the limit is {}",
+                t.tablet_id,
+                t.table_id,
+                t.files.len(),
+                tablinum_proto::TABLET_FILES_MAX
+            ));
+        }
+        for f in &t.files {
+            tablinum_proto::check_file_path(f)
+                .map_err(|e| format!("tablet {} of table {}: {e}", t.tablet_id, t.table_id))?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `rebalance` every quarter heartbeat timeout (at most 250 ms) until
@@ -754,7 +1035,7 @@ pub async fn ticker(m: Arc<Manager>, mut stop: tokio::sync::watch::Receiver<bool
             _ = stop.changed() => return,
         }
         if let Err(e) = m.rebalance() {
-            eprintln!("manager: rebalance failed: {}", e.message());
+            tracing::error!(error = %e.message(), "rebalance failed");
         }
     }
 }

@@ -28,6 +28,8 @@ use tablinum_proto::v1::{
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Role, Verifier};
+
 use crate::config::TserverConfig;
 use crate::scan::{produce, Credits, Cursor, ProducerMetrics, Slot};
 use crate::status_from_engine;
@@ -97,11 +99,23 @@ pub struct Tserver {
     /// One permit per running scan stream (`scan_streams_max`).
     scan_permits: Arc<tokio::sync::Semaphore>,
     query_client: tablinum_client::AsyncClient,
+    /// Checks every caller; its tokens come with heartbeat answers.
+    verifier: Arc<Verifier>,
+    /// What this server presents to the manager and to other servers.
+    secret: ClusterSecret,
 }
 
 impl Tserver {
-    /// A server that will report `address` (its gRPC address) and `http`.
-    pub fn new(cfg: TserverConfig, address: String, http: String) -> Result<Arc<Tserver>, String> {
+    /// A server that will report `address` (its gRPC address) and `http`,
+    /// presenting `secret` to the manager and checking callers with
+    /// `verifier`.
+    pub fn new(
+        cfg: TserverConfig,
+        address: String,
+        http: String,
+        secret: ClusterSecret,
+        verifier: Arc<Verifier>,
+    ) -> Result<Arc<Tserver>, String> {
         cfg.validate()?;
         std::fs::create_dir_all(&cfg.storage)
             .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
@@ -115,7 +129,7 @@ impl Tserver {
         );
         let query_client = tablinum_client::AsyncClient::connect_lazy(
             &cfg.manager,
-            tablinum_client::ClientConfig::default(),
+            tablinum_client::ClientConfig::with_credential(Some(secret.credential())),
         )
         .map_err(|e| e.to_string())?;
         let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
@@ -130,6 +144,8 @@ impl Tserver {
             metrics: TserverMetrics::default(),
             scan_permits,
             query_client,
+            verifier,
+            secret,
         }))
     }
 
@@ -363,7 +379,7 @@ impl Tserver {
     /// One heartbeat: report, then open and close tablets to match.
     async fn heartbeat(
         self: &Arc<Self>,
-        mgr: &mut ManagerClient<tonic::transport::Channel>,
+        mgr: &mut ManagerClient<tablinum_client::Transport>,
     ) -> Result<(), Status> {
         let hosted: Vec<v1::HostedTablet> = {
             let m = self.tablets.read();
@@ -383,8 +399,25 @@ impl Tserver {
             tablets: hosted,
             rows_written: self.metrics.rows_written.load(Ordering::Relaxed),
             rows_read: self.metrics.rows_read.load(Ordering::Relaxed),
+            tokens_version: self.verifier.tokens_version(),
         };
         let resp = mgr.heartbeat(req).await?.into_inner();
+        if resp.tokens_changed {
+            let grants: HashMap<String, Grant> = resp
+                .tokens
+                .iter()
+                .filter_map(|t| {
+                    Some((
+                        t.id.clone(),
+                        Grant {
+                            role: Role::from_i32(t.role)?,
+                            secret_sha256: t.secret_sha256.as_slice().try_into().ok()?,
+                        },
+                    ))
+                })
+                .collect();
+            self.verifier.set_tokens(resp.tokens_version, grants);
+        }
         let wanted: HashSet<(u64, u64)> = resp
             .assignments
             .iter()
@@ -412,7 +445,7 @@ impl Tserver {
             let _ = tokio::task::spawn_blocking(move || {
                 for t in closing {
                     if let Err(e) = t.store.close() {
-                        eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+                        tracing::error!(table = %t.table, tablet = t.id, error = %e, "closing a tablet failed");
                     }
                 }
             })
@@ -461,17 +494,13 @@ impl Tserver {
                             // Withdrawn while opening (moved or dropped).
                             drop(m);
                             if let Err(e) = t.store.close() {
-                                eprintln!(
-                                    "tserver: closing withdrawn tablet {} of {}: {e}",
-                                    t.id, t.table
-                                );
+                                tracing::error!(table = %t.table, tablet = t.id, error = %e,
+                                    "closing a withdrawn tablet failed");
                             }
                         }
                     }
-                    Err(e) => eprintln!(
-                        "tserver: cannot open tablet {} of {} yet (will retry): {e}",
-                        a.tablet_id, a.table
-                    ),
+                    Err(e) => tracing::warn!(table = %a.table, tablet = a.tablet_id, error = %e,
+                        "cannot open a tablet yet (will retry)"),
                 }
                 me.opening.lock().remove(&k);
             });
@@ -484,11 +513,14 @@ impl Tserver {
         let ep = match tablinum_client::endpoint(&self.cfg.manager) {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("tserver: bad manager address {:?}: {e}", self.cfg.manager);
+                tracing::error!(manager = %self.cfg.manager, error = %e, "bad manager address; not heartbeating");
                 return;
             }
         };
-        let mut mgr = ManagerClient::new(ep.connect_lazy());
+        let mut mgr = ManagerClient::with_interceptor(
+            ep.connect_lazy(),
+            tablinum_auth::Bearer::new(Some(&self.secret.credential())),
+        );
         let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
         let mut failing = false;
         loop {
@@ -496,11 +528,7 @@ impl Tserver {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
                     failing = true;
-                    eprintln!(
-                        "tserver: heartbeat to {} failed: {}",
-                        self.cfg.manager,
-                        e.message()
-                    );
+                    tracing::warn!(manager = %self.cfg.manager, error = %e.message(), "heartbeat failed");
                 }
                 Err(_) => {}
             }
@@ -516,7 +544,7 @@ impl Tserver {
         let all: Vec<Arc<Tablet>> = self.tablets.write().drain().flat_map(|(_, v)| v).collect();
         for t in all {
             if let Err(e) = t.store.close() {
-                eprintln!("tserver: closing tablet {} of {}: {e}", t.id, t.table);
+                tracing::error!(table = %t.table, tablet = t.id, error = %e, "closing a tablet failed");
             }
         }
     }
@@ -568,6 +596,7 @@ impl TabletRpc for TserverService {
         req: Request<v1::WriteRequest>,
     ) -> Result<Response<v1::WriteResponse>, Status> {
         let ts = &self.0;
+        authorize(&req, Need::Write, "Write")?;
         let req = req.into_inner();
         ts.metrics.writes.fetch_add(1, Ordering::Relaxed);
         if req.mutations.is_empty() {
@@ -628,6 +657,7 @@ impl TabletRpc for TserverService {
 
     async fn get(&self, req: Request<v1::GetRequest>) -> Result<Response<v1::GetResponse>, Status> {
         let ts = &self.0;
+        authorize(&req, Need::Read, "Get")?;
         let req = req.into_inner();
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
@@ -646,6 +676,7 @@ impl TabletRpc for TserverService {
         req: Request<v1::GetRequest>,
     ) -> Result<Response<v1::HeadResponse>, Status> {
         let ts = &self.0;
+        authorize(&req, Need::Read, "Head")?;
         let req = req.into_inner();
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
@@ -675,6 +706,7 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<Streaming<v1::ScanClientMessage>>,
     ) -> Result<Response<Self::ScanStream>, Status> {
+        authorize(&req, Need::Read, "Scan")?;
         let ts = self.0.clone();
         let mut inbound = req.into_inner();
         let start = match inbound.message().await? {
@@ -741,6 +773,7 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<Streaming<v1::ScanManyClientMessage>>,
     ) -> Result<Response<Self::ScanManyStream>, Status> {
+        authorize(&req, Need::Read, "ScanMany")?;
         let ts = self.0.clone();
         let mut inbound = req.into_inner();
         let starts = match inbound.message().await? {
@@ -806,6 +839,7 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<v1::QueryRequest>,
     ) -> Result<Response<Self::QueryStream>, Status> {
+        authorize(&req, Need::Read, "Query")?;
         let ts = self.0.clone();
         let r = req.into_inner();
         ts.metrics.queries.fetch_add(1, Ordering::Relaxed);
@@ -880,6 +914,7 @@ impl TabletRpc for TserverService {
         req: Request<v1::FlushRequest>,
     ) -> Result<Response<v1::FlushResponse>, Status> {
         let ts = &self.0;
+        authorize(&req, Need::Write, "Flush")?;
         let table = req.into_inner().table;
         tablinum_proto::check_table_name(&table)
             .map_err(|m| ts.refuse(Status::invalid_argument(m)))?;

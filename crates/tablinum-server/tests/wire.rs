@@ -9,10 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use tablinum_client::{Durability, Error, IndexTerm, Mutation, Query, Split};
-use tablinum_proto::v1::{
-    self, scan_client_message::Msg, tablet_server_client::TabletServerClient, ScanAck,
-    ScanClientMessage, ScanStart,
-};
+use tablinum_proto::v1::{self, scan_client_message::Msg, ScanAck, ScanClientMessage, ScanStart};
 use tablinum_stream::window::WindowMode;
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::{Code, Streaming};
@@ -26,9 +23,7 @@ async fn open_scan(
     addr: &str,
     start: ScanStart,
 ) -> Result<(UnboundedSender<ScanClientMessage>, Streaming<v1::ScanBatch>), tonic::Status> {
-    let mut c = TabletServerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
+    let mut c = common::raw_tserver(addr).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(ScanClientMessage {
         msg: Some(Msg::Start(start)),
@@ -189,9 +184,7 @@ fn scan_many_keeps_a_window_per_slot() {
             batch_rows: 10,
             ..Default::default()
         };
-        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut cl = common::raw_tserver(&addr).await;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tx.send(ScanManyClientMessage {
             msg: Some(M::Start(ScanManyStart {
@@ -622,9 +615,7 @@ fn every_bad_input_is_refused_and_changes_nothing() {
             assert!(e.message().contains(msg), "{s:?}: {}", e.message());
         }
         // A stream that does not begin with its start message.
-        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut cl = common::raw_tserver(&addr).await;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tx.send(ScanClientMessage {
             msg: Some(Msg::Ack(ScanAck {
@@ -640,9 +631,7 @@ fn every_bad_input_is_refused_and_changes_nothing() {
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().contains("start message"));
         // Heartbeats without identity.
-        let mut m = v1::manager_client::ManagerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut m = common::raw_manager_as(&addr, Some(&common::secret().credential())).await;
         let e = m
             .heartbeat(v1::HeartbeatRequest::default())
             .await
@@ -678,18 +667,43 @@ fn status_page_and_metrics_are_served_over_http() {
         s.read_to_string(&mut out).unwrap();
         out
     };
+    let auth = format!("Authorization: Bearer {}\r\n", c.admin.expose());
+    // Without credentials only /health answers.
     let m = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(m.starts_with("HTTP/1.1 401"), "{m}");
+    assert!(m.contains("no credentials"), "{m}");
+    assert!(get("GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 401"));
+    assert!(get("GET /health HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    let forged = format!("tbt1.{}.{}", c.admin.token_id().unwrap(), "0".repeat(64));
+    let f = get(&format!(
+        "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {forged}\r\n\r\n"
+    ));
+    assert!(
+        f.starts_with("HTTP/1.1 401") && f.contains("wrong secret"),
+        "{f}"
+    );
+    // HTTP Basic with the token as password (what a browser sends).
+    use base64::Engine as _;
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("op:{}", c.admin.expose()));
+    let b = get(&format!(
+        "GET /metrics HTTP/1.1\r\nauthorization: Basic {basic}\r\n\r\n"
+    ));
+    assert!(b.starts_with("HTTP/1.1 200"), "{b}");
+    let m = get(&format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}\r\n"));
     assert!(m.starts_with("HTTP/1.1 200"), "{m}");
+    assert!(!m.contains(c.admin.expose()) && !m.contains(common::TEST_SECRET));
     assert!(m.contains("tablinum_manager_tables 1"), "{m}");
     assert!(m.contains("tablinum_manager_live_servers 1"), "{m}");
     assert!(m.contains("tablinum_tserver_rows_written_total 10"), "{m}");
-    let p = get("GET / HTTP/1.1\r\n\r\n");
+    let p = get(&format!("GET / HTTP/1.1\r\n{auth}\r\n"));
     assert!(
         p.contains("<h2>Tables (1)</h2>") && p.contains("web"),
         "{p}"
     );
+    assert!(!p.contains(c.admin.expose()) && !p.contains(common::TEST_SECRET));
     assert!(get("POST / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
-    assert!(get("GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(get(&format!("GET /nope HTTP/1.1\r\n{auth}\r\n")).starts_with("HTTP/1.1 404"));
     // A head that never ends is cut off at the size limit, not buffered.
     let mut s = std::net::TcpStream::connect(http).unwrap();
     let _ = s.write_all(&vec![b'A'; 64 << 10]);
@@ -720,9 +734,7 @@ fn thin_clients_query_through_the_server_and_files_are_published() {
     let (want, _) = c.client.query_vec(&q).unwrap();
     let addr = c.addr();
     let (rows, stats) = c.rt.block_on(async {
-        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut cl = common::raw_tserver(&addr).await;
         let mut s = cl
             .query(v1::QueryRequest {
                 table: "thin".into(),
@@ -755,9 +767,7 @@ fn thin_clients_query_through_the_server_and_files_are_published() {
     assert_eq!((stats.rows_returned, stats.rows_skipped), (100, 10));
     // Unknown tables are NOT_FOUND through the server too.
     let e = c.rt.block_on(async {
-        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut cl = common::raw_tserver(&addr).await;
         let r = cl
             .query(v1::QueryRequest {
                 table: "nosuch".into(),
@@ -839,9 +849,7 @@ fn dropping_a_table_removes_it_and_its_files() {
     // new table of the same name.
     let addr = c.addr();
     let e = c.rt.block_on(async {
-        let mut cl = TabletServerClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut cl = common::raw_tserver(&addr).await;
         cl.write(v1::WriteRequest {
             table: "gone".into(),
             table_id: t.id,
@@ -868,7 +876,7 @@ fn a_stale_map_never_gets_a_write_acknowledged_into_a_dropped_table() {
     c.wait_open("t", 2);
     // A second client caches the map, then the table is dropped and
     // re-created behind its back.
-    let stale = tablinum_client::Client::connect(&c.addr()).unwrap();
+    let stale = c.new_client();
     stale.put("t", b"k1", b"v1").unwrap();
     c.client.drop_table("t").unwrap();
     c.client
@@ -878,7 +886,7 @@ fn a_stale_map_never_gets_a_write_acknowledged_into_a_dropped_table() {
     // an acknowledged write is never lost with the old one.
     let r = stale.put("t", b"k2", b"v2");
     std::thread::sleep(Duration::from_millis(600)); // several heartbeats
-    let fresh = tablinum_client::Client::connect(&c.addr()).unwrap();
+    let fresh = c.new_client();
     if r.is_ok() {
         assert_eq!(fresh.get("t", b"k2").unwrap(), Some(b"v2".to_vec()));
     }

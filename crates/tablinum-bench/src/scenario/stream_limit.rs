@@ -50,7 +50,7 @@ use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 use tablinum_client::{
-    Client, Durability, Error as ClientError, IndexTerm, Mutation, Query, Split,
+    Client, ClientConfig, Durability, Error as ClientError, IndexTerm, Mutation, Query, Split,
 };
 use tablinum_stream::window::WindowMode;
 
@@ -1357,7 +1357,12 @@ fn run_on(
 ) -> Result<StreamLimitReport, BenchError> {
     let out = &args.out;
     let addr = cluster.addr().to_string();
-    let client = Client::connect(&addr).map_err(|e| client_err("connect", e))?;
+    let credential = match cluster {
+        ClusterHandle::Started(c, _) => Some(c.credential()?),
+        ClusterHandle::Given(a) => crate::local_cluster::credential_for(a)?,
+    };
+    let client = Client::connect_with(&addr, ClientConfig::with_credential(credential))
+        .map_err(|e| client_err("connect", e))?;
     let runs_total = p.qs.len() * p.stream_limits.len() * p.repeat as usize;
     let mut report = StreamLimitReport {
         scenario: "stream-limit".into(),

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tablinum_client::{Client, Durability, Error as ClientError, Query, Split};
+use tablinum_client::{Client, ClientConfig, Durability, Error as ClientError, Query, Split};
 use tablinum_stream::window::WindowMode;
 
 use crate::local_cluster::LocalCluster;
@@ -170,7 +170,12 @@ impl ClusterTarget {
             (None, Some(c)) => c.addr().to_string(),
             (None, None) => unreachable!("a cluster was started when no address was given"),
         };
-        let client = Client::connect(&addr).map_err(err)?;
+        let credential = match &local {
+            Some(c) => Some(c.credential().map_err(err)?),
+            None => crate::local_cluster::credential_for(&addr).map_err(err)?,
+        };
+        let client =
+            Client::connect_with(&addr, ClientConfig::with_credential(credential)).map_err(err)?;
         let durability = if cfg.sync {
             Durability::Sync
         } else {

@@ -6,13 +6,58 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tablinum_client::Client;
+use tablinum_auth::{Bearer, ClusterSecret, Credential};
+use tablinum_client::{Client, ClientConfig, Transport};
+use tablinum_proto::v1::{manager_client::ManagerClient, tablet_server_client::TabletServerClient};
 use tablinum_server::{ManagerConfig, Running, TserverConfig};
+
+/// The cluster secret of every test cluster in this process, so raw wire
+/// clients (`raw_tserver`, `raw_manager`) can authenticate without a
+/// handle on the cluster. Tests of authentication make their own.
+pub const TEST_SECRET: &str = "5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1e5eb1";
+
+pub fn secret() -> ClusterSecret {
+    ClusterSecret::parse(TEST_SECRET).unwrap()
+}
+
+async fn transport(addr: &str, cred: Option<&Credential>) -> Transport {
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic::service::interceptor::InterceptedService::new(ch, Bearer::new(cred))
+}
+
+/// A raw tablet server client presenting the test cluster credential.
+pub async fn raw_tserver(addr: &str) -> TabletServerClient<Transport> {
+    raw_tserver_as(addr, Some(&secret().credential())).await
+}
+
+/// A raw tablet server client presenting `cred` (none: no credentials).
+pub async fn raw_tserver_as(
+    addr: &str,
+    cred: Option<&Credential>,
+) -> TabletServerClient<Transport> {
+    TabletServerClient::new(transport(addr, cred).await)
+}
+
+/// A raw manager client presenting `cred` (none: no credentials).
+pub async fn raw_manager_as(addr: &str, cred: Option<&Credential>) -> ManagerClient<Transport> {
+    ManagerClient::new(transport(addr, cred).await)
+}
+
+/// A client of `addr` presenting `cred`.
+pub fn client_as(addr: &str, cred: &Credential) -> Client {
+    Client::connect_with(addr, ClientConfig::with_credential(Some(cred.clone()))).unwrap()
+}
 
 pub struct TestCluster {
     pub rt: tokio::runtime::Runtime,
     pub running: Option<Running>,
     pub client: Client,
+    /// The bootstrap admin token.
+    pub admin: Credential,
     /// Extra tablet servers (`add_tserver`).
     pub extra: Vec<Running>,
     dir: std::path::PathBuf,
@@ -27,12 +72,16 @@ impl TestCluster {
             .enable_all()
             .build()
             .unwrap();
+        let secret_file = dir.join("cluster.secret");
+        tablinum_auth::files::write_secret_file(&secret_file, &secret().file_text()).unwrap();
         let m = ManagerConfig {
             listen: "127.0.0.1:0".into(),
             http: "127.0.0.1:0".into(),
             data: dir.join("manager"),
             storage: dir.join("storage"),
             heartbeat_timeout_ms: 2_000,
+            cluster_secret_file: secret_file.clone(),
+            admin_token_file: dir.join("admin.token"),
         };
         let mut t = TserverConfig {
             storage: dir.join("storage"),
@@ -43,11 +92,13 @@ impl TestCluster {
         let running = rt
             .block_on(tablinum_server::start(Some(m), Some(t)))
             .unwrap();
-        let client = Client::connect(&running.grpc.to_string()).unwrap();
+        let admin = tablinum_auth::files::load_token_file(&dir.join("admin.token")).unwrap();
+        let client = client_as(&running.grpc.to_string(), &admin);
         TestCluster {
             rt,
             running: Some(running),
             client,
+            admin,
             extra: Vec::new(),
             dir: dir.to_path_buf(),
         }
@@ -62,6 +113,7 @@ impl TestCluster {
             manager: self.addr(),
             storage: self.dir.join("storage"),
             heartbeat_interval_ms: 100,
+            cluster_secret_file: self.dir.join("cluster.secret"),
             ..TserverConfig::default()
         };
         tweak(&mut t);
@@ -70,6 +122,11 @@ impl TestCluster {
             .block_on(tablinum_server::start(None, Some(t)))
             .unwrap();
         self.extra.push(r);
+    }
+
+    /// A new client of this cluster with the admin token.
+    pub fn new_client(&self) -> Client {
+        client_as(&self.addr(), &self.admin)
     }
 
     pub fn addr(&self) -> String {

@@ -1,0 +1,381 @@
+//! Checking callers: the [`Verifier`] (the cluster secret's hash and the
+//! valid tokens' hashes), the [`Principal`] a credential proves, the
+//! [`Need`] of a call, and the tonic interceptors that carry them: the
+//! server's [`Authenticator`] (refuses calls without valid credentials and
+//! records the principal) and the client's [`Bearer`] (adds the
+//! `authorization` header to every call).
+//!
+//! A handler decides what it needs with [`authorize`]; a handler reached
+//! without the authenticator fails closed (UNAUTHENTICATED).
+//! Never holds a token's secret: only SHA-256 digests.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use tonic::metadata::{AsciiMetadataValue, MetadataMap};
+use tonic::{Request, Status};
+
+use crate::token::{digest_eq, sha256, ClusterSecret, Credential, Role, CLUSTER_PREFIX};
+
+/// The metadata key (HTTP header) credentials travel in.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// A valid token as a verifier knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// What it allows.
+    pub role: Role,
+    /// SHA-256 of its secret part.
+    pub secret_sha256: [u8; 32],
+}
+
+/// Who a checked credential belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// A member of the cluster (manager, tablet server) holding the cluster
+    /// secret: may do anything, and alone may heartbeat.
+    Cluster,
+    /// A client token.
+    Token {
+        /// Its id.
+        id: String,
+        /// Its role.
+        role: Role,
+    },
+}
+
+/// What a call requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A read token or better.
+    Read,
+    /// A write token or better.
+    Write,
+    /// An admin token.
+    Admin,
+    /// The cluster credential.
+    Cluster,
+}
+
+impl Principal {
+    /// Whether this principal may make a call needing `need`.
+    pub fn may(&self, need: Need) -> bool {
+        match (self, need) {
+            (Principal::Cluster, _) => true,
+            (Principal::Token { .. }, Need::Cluster) => false,
+            (Principal::Token { role, .. }, Need::Read) => *role >= Role::Read,
+            (Principal::Token { role, .. }, Need::Write) => *role >= Role::Write,
+            (Principal::Token { role, .. }, Need::Admin) => *role >= Role::Admin,
+        }
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Cluster => f.write_str("the cluster credential"),
+            Principal::Token { id, role } => write!(f, "{} token {id}", role.name()),
+        }
+    }
+}
+
+/// What a call needs, as a message.
+fn need_name(need: Need) -> &'static str {
+    match need {
+        Need::Read => "a read, write or admin token",
+        Need::Write => "a write or admin token",
+        Need::Admin => "an admin token",
+        Need::Cluster => "the cluster credential (servers only)",
+    }
+}
+
+struct Tokens {
+    version: u64,
+    grants: HashMap<String, Grant>,
+}
+
+/// Checks credentials against the cluster secret and the valid tokens.
+/// Shared by every listener of a process; tokens are replaced as a whole
+/// with a version (the manager's metadata is the source).
+pub struct Verifier {
+    cluster_sha256: [u8; 32],
+    tokens: RwLock<Tokens>,
+}
+
+impl Verifier {
+    /// A verifier of `secret` knowing no tokens yet (version 0).
+    pub fn new(secret: &ClusterSecret) -> Arc<Verifier> {
+        Arc::new(Verifier {
+            cluster_sha256: secret.sha256(),
+            tokens: RwLock::new(Tokens {
+                version: 0,
+                grants: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Replaces the valid tokens with `grants` (by id), unless the set held
+    /// is already of `version` or newer.
+    pub fn set_tokens(&self, version: u64, grants: HashMap<String, Grant>) {
+        let mut t = self.tokens.write();
+        if version > t.version || (version == t.version && grants != t.grants) {
+            *t = Tokens { version, grants };
+        }
+    }
+
+    /// The version of the token set held.
+    pub fn tokens_version(&self) -> u64 {
+        self.tokens.read().version
+    }
+
+    /// The principal `credential` proves, or why it proves none.
+    pub fn check(&self, credential: &str) -> Result<Principal, Status> {
+        let c = Credential::parse(credential)
+            .map_err(|e| Status::unauthenticated(format!("bad credentials: {e}")))?;
+        if c.is_cluster() {
+            let secret = &c.expose()[CLUSTER_PREFIX.len()..];
+            if digest_eq(&sha256(secret.as_bytes()), &self.cluster_sha256) {
+                return Ok(Principal::Cluster);
+            }
+            return Err(Status::unauthenticated(
+                "the cluster credential does not match this cluster's secret",
+            ));
+        }
+        let id = c.token_id().unwrap_or_default();
+        let secret = c.expose().rsplit('.').next().unwrap_or_default();
+        let t = self.tokens.read();
+        match t.grants.get(id) {
+            Some(g) if digest_eq(&sha256(secret.as_bytes()), &g.secret_sha256) => {
+                Ok(Principal::Token {
+                    id: id.to_string(),
+                    role: g.role,
+                })
+            }
+            Some(_) => Err(Status::unauthenticated(format!("token {id}: wrong secret"))),
+            None => Err(Status::unauthenticated(format!(
+                "token {id} is unknown or revoked"
+            ))),
+        }
+    }
+
+    /// The principal of an `authorization` header value (`Bearer <credential>`).
+    pub fn check_header(&self, value: Option<&[u8]>) -> Result<Principal, Status> {
+        let Some(v) = value else {
+            return Err(Status::unauthenticated(
+                "no credentials: pass a token (--token, TABLINUM_TOKEN or the credentials file)",
+            ));
+        };
+        let v = std::str::from_utf8(v)
+            .map_err(|_| Status::unauthenticated("bad credentials: authorization is not text"))?;
+        let cred = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+            .ok_or_else(|| {
+                Status::unauthenticated("bad credentials: authorization must be `Bearer <token>`")
+            })?;
+        self.check(cred)
+    }
+
+    /// The principal of a gRPC call's metadata.
+    pub fn check_metadata(&self, md: &MetadataMap) -> Result<Principal, Status> {
+        self.check_header(md.get(AUTHORIZATION).map(|v| v.as_bytes()))
+    }
+}
+
+/// The server interceptor: refuses calls without valid credentials
+/// (UNAUTHENTICATED) and records the caller's [`Principal`] for
+/// [`authorize`].
+#[derive(Clone)]
+pub struct Authenticator(pub Arc<Verifier>);
+
+impl tonic::service::Interceptor for Authenticator {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        let p = self.0.check_metadata(req.metadata())?;
+        req.extensions_mut().insert(p);
+        Ok(req)
+    }
+}
+
+/// The caller of `req` if it may make a call needing `need`; otherwise
+/// PERMISSION_DENIED naming what the call needs (or UNAUTHENTICATED when no
+/// authenticator checked the call: fail closed).
+pub fn authorize<T>(req: &Request<T>, need: Need, call: &str) -> Result<Principal, Status> {
+    let Some(p) = req.extensions().get::<Principal>() else {
+        return Err(Status::unauthenticated(format!(
+            "{call}: the caller's credentials were not checked"
+        )));
+    };
+    if p.may(need) {
+        Ok(p.clone())
+    } else {
+        Err(Status::permission_denied(format!(
+            "{call} needs {}; the caller has {p}",
+            need_name(need)
+        )))
+    }
+}
+
+/// The client interceptor: adds `authorization: Bearer <credential>` to
+/// every call (marked sensitive, so it is never logged by the HTTP/2 stack).
+#[derive(Clone, Default)]
+pub struct Bearer(Option<AsciiMetadataValue>);
+
+impl Bearer {
+    /// Calls carrying `credential` (none: calls carry nothing and are refused).
+    pub fn new(credential: Option<&Credential>) -> Bearer {
+        Bearer(credential.and_then(|c| {
+            let mut v = AsciiMetadataValue::try_from(format!("Bearer {}", c.expose())).ok()?;
+            v.set_sensitive(true);
+            Some(v)
+        }))
+    }
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Bearer(…)"
+        } else {
+            "Bearer(none)"
+        })
+    }
+}
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert(AUTHORIZATION, v.clone());
+        }
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::NewToken;
+    use tonic::service::Interceptor;
+    use tonic::Code;
+
+    fn read_grant(t: &NewToken) -> HashMap<String, Grant> {
+        let mut g = HashMap::new();
+        g.insert(
+            t.id.clone(),
+            Grant {
+                role: Role::Read,
+                secret_sha256: t.secret_sha256,
+            },
+        );
+        g
+    }
+
+    fn setup() -> (ClusterSecret, Arc<Verifier>, NewToken) {
+        let s = ClusterSecret::generate().unwrap();
+        let v = Verifier::new(&s);
+        let t = NewToken::generate().unwrap();
+        v.set_tokens(1, read_grant(&t));
+        (s, v, t)
+    }
+
+    #[test]
+    fn credentials_are_checked() {
+        let (s, v, t) = setup();
+        assert_eq!(
+            v.check(s.credential().expose()).unwrap(),
+            Principal::Cluster
+        );
+        let p = v.check(t.token.expose()).unwrap();
+        assert_eq!(
+            p,
+            Principal::Token {
+                id: t.id.clone(),
+                role: Role::Read
+            }
+        );
+        // A forged secret for a known id, another cluster's secret, an unknown token.
+        let forged = format!("tbt1.{}.{}", t.id, "0".repeat(64));
+        let e = v.check(&forged).unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        assert!(e.message().contains("wrong secret"));
+        let other = ClusterSecret::generate().unwrap();
+        assert!(v
+            .check(other.credential().expose())
+            .unwrap_err()
+            .message()
+            .contains("does not match"));
+        let stranger = NewToken::generate().unwrap();
+        assert!(v
+            .check(stranger.token.expose())
+            .unwrap_err()
+            .message()
+            .contains("unknown or revoked"));
+        // Revoked: a newer set without it.
+        v.set_tokens(2, HashMap::new());
+        assert!(v.check(t.token.expose()).is_err());
+        // An older set does not bring it back.
+        v.set_tokens(1, read_grant(&t));
+        assert!(v.check(t.token.expose()).is_err());
+        assert_eq!(v.tokens_version(), 2);
+    }
+
+    #[test]
+    fn errors_never_echo_the_secret() {
+        let (_, v, t) = setup();
+        let secret = t.token.expose().rsplit('.').next().unwrap().to_string();
+        let forged = format!("tbt1.{}.{}", t.id, secret.replace('a', "b"));
+        for h in [
+            format!("Bearer {forged}"),
+            format!("Basic {secret}"),
+            format!("Bearer {secret}"),
+        ] {
+            let e = v.check_header(Some(h.as_bytes())).unwrap_err();
+            assert!(!e.message().contains(&secret), "{}", e.message());
+        }
+        assert!(v
+            .check_header(None)
+            .unwrap_err()
+            .message()
+            .contains("no credentials"));
+    }
+
+    #[test]
+    fn roles_allow_what_they_name() {
+        let tok = |role| Principal::Token {
+            id: "x".into(),
+            role,
+        };
+        assert!(tok(Role::Read).may(Need::Read));
+        assert!(!tok(Role::Read).may(Need::Write));
+        assert!(tok(Role::Write).may(Need::Write));
+        assert!(!tok(Role::Write).may(Need::Admin));
+        assert!(tok(Role::Admin).may(Need::Admin));
+        assert!(!tok(Role::Admin).may(Need::Cluster));
+        assert!(Principal::Cluster.may(Need::Cluster));
+    }
+
+    #[test]
+    fn interceptors_carry_and_check() {
+        let (_, v, t) = setup();
+        let mut bearer = Bearer::new(Some(&t.token));
+        let req = bearer.call(Request::new(())).unwrap();
+        let mut auth = Authenticator(v);
+        let req = auth.call(req).unwrap();
+        assert!(authorize(&req, Need::Read, "Get").is_ok());
+        let e = authorize(&req, Need::Write, "Write").unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert!(e.message().contains("Write needs a write or admin token"));
+        assert_eq!(
+            auth.call(Request::new(())).unwrap_err().code(),
+            Code::Unauthenticated
+        );
+        // Fail closed without the authenticator.
+        assert_eq!(
+            authorize(&Request::new(()), Need::Read, "Get")
+                .unwrap_err()
+                .code(),
+            Code::Unauthenticated
+        );
+        assert!(!format!("{bearer:?}").contains(t.token.expose()));
+    }
+}

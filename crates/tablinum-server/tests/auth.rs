@@ -1,0 +1,499 @@
+//! Authentication and roles end to end, on a real cluster on loopback
+//! sockets, played by outsiders: no credentials, a forged token, a revoked
+//! token, a read-only token, a client token posing as a server, and an
+//! impostor tablet server without the cluster secret.
+
+mod common;
+
+use std::time::Duration;
+
+use tablinum_auth::{ClusterSecret, Credential, Role};
+use tablinum_client::{Durability, Error, Split};
+use tablinum_proto::v1;
+use tonic::Code;
+
+use common::TestCluster;
+
+/// Every RPC of both services once with `cred`; the status code of each
+/// (`Ok` for a call that went through).
+fn every_call(c: &TestCluster, cred: Option<&Credential>) -> Vec<(&'static str, Code)> {
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let mut m = common::raw_manager_as(&addr, cred).await;
+        let mut t = common::raw_tserver_as(&addr, cred).await;
+        let code = |r: Result<(), tonic::Status>| r.err().map_or(Code::Ok, |s| s.code());
+        let mut out = Vec::new();
+        out.push((
+            "CreateTable",
+            code(
+                m.create_table(v1::CreateTableRequest {
+                    name: "made".into(),
+                    tablets: 1,
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+        ));
+        out.push((
+            "DropTable",
+            code(
+                m.drop_table(v1::DropTableRequest { name: "t".into() })
+                    .await
+                    .map(drop),
+            ),
+        ));
+        out.push((
+            "ListTables",
+            code(m.list_tables(v1::ListTablesRequest {}).await.map(drop)),
+        ));
+        out.push((
+            "TabletMap",
+            code(
+                m.tablet_map(v1::TabletMapRequest { table: "t".into() })
+                    .await
+                    .map(drop),
+            ),
+        ));
+        out.push((
+            "ClusterStatus",
+            code(
+                m.cluster_status(v1::ClusterStatusRequest {})
+                    .await
+                    .map(drop),
+            ),
+        ));
+        out.push((
+            "Heartbeat",
+            code(
+                m.heartbeat(v1::HeartbeatRequest {
+                    server_id: "impostor".into(),
+                    address: "127.0.0.1:9".into(),
+                    http: "127.0.0.1:9".into(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+        ));
+        out.push((
+            "CreateToken",
+            code(
+                m.create_token(v1::CreateTokenRequest {
+                    role: Role::Admin as i32,
+                    name: "sneaky".into(),
+                })
+                .await
+                .map(drop),
+            ),
+        ));
+        out.push((
+            "ListTokens",
+            code(m.list_tokens(v1::ListTokensRequest {}).await.map(drop)),
+        ));
+        out.push((
+            "RevokeToken",
+            code(
+                m.revoke_token(v1::RevokeTokenRequest {
+                    id: c.admin.token_id().unwrap().into(),
+                })
+                .await
+                .map(drop),
+            ),
+        ));
+        out.push((
+            "Write",
+            code(
+                t.write(v1::WriteRequest {
+                    table: "t".into(),
+                    mutations: vec![v1::Mutation {
+                        key: b"k0".to_vec(),
+                        value: b"evil".to_vec(),
+                        ..Default::default()
+                    }],
+                    table_id: 0,
+                })
+                .await
+                .map(drop),
+            ),
+        ));
+        let get = v1::GetRequest {
+            table: "t".into(),
+            key: b"k0".to_vec(),
+            table_id: 0,
+        };
+        out.push(("Get", code(t.get(get.clone()).await.map(drop))));
+        out.push(("Head", code(t.head(get).await.map(drop))));
+        let q = v1::QueryRequest {
+            table: "t".into(),
+            limit: 5,
+            ..Default::default()
+        };
+        // A stream's status arrives with its first message.
+        let r = match t.query(q).await {
+            Ok(s) => s.into_inner().message().await.map(drop),
+            Err(e) => Err(e),
+        };
+        out.push(("Query", code(r)));
+        let scan = tokio_stream::iter(vec![v1::ScanClientMessage {
+            msg: Some(v1::scan_client_message::Msg::Start(v1::ScanStart {
+                table: "t".into(),
+                window: 1,
+                ..Default::default()
+            })),
+        }]);
+        let r = match t.scan(scan).await {
+            Ok(s) => s.into_inner().message().await.map(drop),
+            Err(e) => Err(e),
+        };
+        out.push(("Scan", code(r)));
+        let many = tokio_stream::iter(vec![v1::ScanManyClientMessage {
+            msg: Some(v1::scan_many_client_message::Msg::Start(
+                v1::ScanManyStart {
+                    scans: vec![v1::ScanStart {
+                        table: "t".into(),
+                        window: 1,
+                        ..Default::default()
+                    }],
+                },
+            )),
+        }]);
+        let r = match t.scan_many(many).await {
+            Ok(s) => s.into_inner().message().await.map(drop),
+            Err(e) => Err(e),
+        };
+        out.push(("ScanMany", code(r)));
+        out.push((
+            "Flush",
+            code(
+                t.flush(v1::FlushRequest { table: "t".into() })
+                    .await
+                    .map(drop),
+            ),
+        ));
+        out
+    })
+}
+
+/// The table's rows, the tables, the tokens and the servers: what a
+/// refused call must leave as it was.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn state(c: &TestCluster) -> (Rows, usize, usize, usize) {
+    let (rows, _) = c
+        .client
+        .query_vec(&tablinum_client::Query::new("t"))
+        .unwrap();
+    let rows = rows.into_iter().map(|r| (r.key, r.value)).collect();
+    let st = c.client.status().unwrap();
+    (
+        rows,
+        c.client.list_tables().unwrap().len(),
+        c.client.list_tokens().unwrap().len(),
+        st.servers.len(),
+    )
+}
+
+fn setup(dir: &std::path::Path) -> TestCluster {
+    let c = TestCluster::start(dir, |_| {});
+    c.client
+        .create_table("t", Split::Even(1), Durability::Sync)
+        .unwrap();
+    c.wait_open("t", 1);
+    for i in 0..20u32 {
+        c.client
+            .put("t", format!("k{i}").as_bytes(), b"good")
+            .unwrap();
+    }
+    c
+}
+
+#[test]
+fn outsiders_are_refused_on_every_call_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    let before = state(&c);
+
+    // No credentials, a forged secret for a real token id, a token of a
+    // cluster that never existed, another cluster's secret: all refused.
+    let forged = Credential::parse(&format!(
+        "tbt1.{}.{}",
+        c.admin.token_id().unwrap(),
+        "0".repeat(64)
+    ))
+    .unwrap();
+    let stranger = tablinum_auth::NewToken::generate().unwrap().token;
+    let other_cluster = ClusterSecret::generate().unwrap().credential();
+    for (who, cred) in [
+        ("nobody", None),
+        ("forged", Some(&forged)),
+        ("stranger", Some(&stranger)),
+        ("other cluster", Some(&other_cluster)),
+    ] {
+        let calls = every_call(&c, cred);
+        assert_eq!(calls.len(), 16);
+        for (call, code) in calls {
+            assert_eq!(code, Code::Unauthenticated, "{who}: {call}");
+        }
+    }
+    assert_eq!(state(&c), before, "a refused call changed something");
+
+    // What the refusal says names the problem and never echoes a secret.
+    let e = c.rt.block_on(async {
+        let mut m = common::raw_manager_as(&c.addr(), Some(&forged)).await;
+        m.list_tables(v1::ListTablesRequest {}).await.unwrap_err()
+    });
+    assert!(e.message().contains("wrong secret"), "{}", e.message());
+    assert!(!e.message().contains(&"0".repeat(64)));
+}
+
+#[test]
+fn roles_allow_only_what_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    let (info, read) = c.client.create_token(Role::Read, "reader").unwrap();
+    assert_eq!(info.role, Role::Read);
+    let (_, write) = c.client.create_token(Role::Write, "writer").unwrap();
+    let before = state(&c);
+
+    let allowed = |cred: &Credential| -> Vec<&'static str> {
+        every_call(&c, Some(cred))
+            .into_iter()
+            .filter(|(_, code)| *code != Code::PermissionDenied)
+            .map(|(call, _)| call)
+            .collect()
+    };
+    let reads = [
+        "ListTables",
+        "TabletMap",
+        "ClusterStatus",
+        "Get",
+        "Head",
+        "Query",
+        "Scan",
+        "ScanMany",
+    ];
+    assert_eq!(allowed(&read), reads);
+    assert_eq!(state(&c), before, "a read token changed something");
+    let writes: Vec<&str> = every_call(&c, Some(&write))
+        .into_iter()
+        .filter(|(_, code)| *code == Code::PermissionDenied)
+        .map(|(call, _)| call)
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "CreateTable",
+            "DropTable",
+            "Heartbeat",
+            "CreateToken",
+            "ListTokens",
+            "RevokeToken"
+        ]
+    );
+    // The write token's Write went through; nothing else changed.
+    let rc = common::client_as(&c.addr(), &read);
+    assert_eq!(rc.get("t", b"k0").unwrap(), Some(b"evil".to_vec()));
+    let e = rc.put("t", b"k1", b"x").unwrap_err();
+    assert!(
+        matches!(&e, Error::PermissionDenied(m) if m.contains("Write needs a write or admin token")),
+        "{e}"
+    );
+    // Even an admin token is not a server.
+    let e = c.rt.block_on(async {
+        let mut m = common::raw_manager_as(&c.addr(), Some(&c.admin)).await;
+        m.heartbeat(v1::HeartbeatRequest {
+            server_id: "x".into(),
+            address: "127.0.0.1:9".into(),
+            http: "127.0.0.1:9".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
+    });
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(
+        e.message().contains("cluster credential"),
+        "{}",
+        e.message()
+    );
+}
+
+#[test]
+fn a_revoked_token_is_refused_everywhere_once_revoke_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = setup(dir.path());
+    // A second tablet server in its own listener: it learns tokens only
+    // through heartbeats.
+    c.add_tserver(|_| {});
+    c.client
+        .create_table("u", Split::Even(4), Durability::Sync)
+        .unwrap();
+    let (info, tok) = c.client.create_token(Role::Write, "temp").unwrap();
+    let tc = common::client_as(&c.addr(), &tok);
+    // Wait until the new token works on every server of `u` (a heartbeat).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ok = (0..64u8).all(|i| tc.put("u", &[i * 4], b"v").is_ok());
+        if ok {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "token never accepted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let servers: std::collections::HashSet<String> = c
+        .client
+        .locations("u", true)
+        .unwrap()
+        .tablets
+        .iter()
+        .map(|t| t.server.clone())
+        .collect();
+    assert_eq!(servers.len(), 2, "u should span both servers");
+    let listed = c.client.list_tokens().unwrap();
+    assert!(listed.iter().any(|t| t.id == info.id && t.name == "temp"));
+    c.client.revoke_token(&info.id).unwrap();
+    // At once, with no waiting: every call with it, on every server.
+    for (call, code) in every_call(&c, Some(&tok)) {
+        assert_eq!(code, Code::Unauthenticated, "{call}");
+    }
+    for i in 0..64u8 {
+        let e = tc.get("u", &[i * 4]).unwrap_err();
+        assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
+    }
+    assert!(!c
+        .client
+        .list_tokens()
+        .unwrap()
+        .iter()
+        .any(|t| t.id == info.id));
+    let e = c.client.revoke_token(&info.id).unwrap_err();
+    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    // Bad token requests are named.
+    let e = c.client.create_token(Role::Read, "has space").unwrap_err();
+    assert!(e.to_string().contains("token name"), "{e}");
+}
+
+#[test]
+fn an_impostor_cannot_join_and_no_tablet_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    let before = c.client.locations("t", true).unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        // Without the secret: refused, whatever it claims.
+        let other = ClusterSecret::generate().unwrap().credential();
+        for cred in [None, Some(&other), Some(&c.admin)] {
+            let mut m = common::raw_manager_as(&addr, cred).await;
+            for _ in 0..5 {
+                let e = m
+                    .heartbeat(v1::HeartbeatRequest {
+                        server_id: "impostor-1".into(),
+                        address: "127.0.0.1:1".into(),
+                        http: "127.0.0.1:1".into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_err();
+                assert!(
+                    matches!(e.code(), Code::Unauthenticated | Code::PermissionDenied),
+                    "{e:?}"
+                );
+            }
+        }
+        // Even with the secret, hostile fields are refused by name.
+        let mut m = common::raw_manager_as(&addr, Some(&common::secret().credential())).await;
+        let bad = |hb: v1::HeartbeatRequest| {
+            let mut m = m.clone();
+            async move { m.heartbeat(hb).await.unwrap_err() }
+        };
+        let ok = v1::HeartbeatRequest {
+            server_id: "member".into(),
+            address: "127.0.0.1:2".into(),
+            http: "127.0.0.1:2".into(),
+            ..Default::default()
+        };
+        let e = bad(v1::HeartbeatRequest {
+            server_id: "x".repeat(5000),
+            ..ok.clone()
+        })
+        .await;
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(
+            e.message().contains("server_id is 5000 bytes"),
+            "{}",
+            e.message()
+        );
+        let e = bad(v1::HeartbeatRequest {
+            address: "127.0.0.1:2\nmanager: forged log line".into(),
+            ..ok.clone()
+        })
+        .await;
+        assert!(e.message().contains("address"), "{}", e.message());
+        let e = bad(v1::HeartbeatRequest {
+            address: "a".repeat(4 << 20),
+            ..ok.clone()
+        })
+        .await;
+        assert_eq!(e.code(), Code::InvalidArgument);
+        let e = bad(v1::HeartbeatRequest {
+            tablets: vec![v1::HostedTablet {
+                table_id: 1,
+                tablet_id: 0,
+                files: vec!["../../etc/shadow".into()],
+            }],
+            ..ok.clone()
+        })
+        .await;
+        assert!(e.message().contains("file path"), "{}", e.message());
+        // None of that registered anyone.
+        let st = m.cluster_status(v1::ClusterStatusRequest {}).await.unwrap();
+        assert_eq!(st.into_inner().servers.len(), 1);
+        let _ = m.list_tables(v1::ListTablesRequest {}).await.unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let after = c.client.locations("t", true).unwrap();
+    assert_eq!(
+        before.tablets.iter().map(|t| &t.server).collect::<Vec<_>>(),
+        after.tablets.iter().map(|t| &t.server).collect::<Vec<_>>(),
+        "a tablet moved"
+    );
+    assert_eq!(c.client.status().unwrap().servers.len(), 1);
+    assert_eq!(c.client.get("t", b"k3").unwrap(), Some(b"good".to_vec()));
+}
+
+#[test]
+fn a_separate_tablet_server_needs_the_cluster_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    let rt = &c.rt;
+    // No secret configured: refuses to start, naming the setting.
+    let cfg = tablinum_server::TserverConfig {
+        listen: "127.0.0.1:0".into(),
+        http: "127.0.0.1:0".into(),
+        manager: c.addr(),
+        storage: dir.path().join("storage"),
+        ..Default::default()
+    };
+    let e = rt
+        .block_on(tablinum_server::start(None, Some(cfg.clone())))
+        .err()
+        .unwrap();
+    assert!(e.contains("cluster_secret_file is not set"), "{e}");
+    // The wrong secret: starts, but the manager never counts it.
+    let wrong = dir.path().join("wrong.secret");
+    tablinum_auth::files::load_or_create_cluster_secret(&wrong).unwrap();
+    let r = rt
+        .block_on(tablinum_server::start(
+            None,
+            Some(tablinum_server::TserverConfig {
+                cluster_secret_file: wrong,
+                heartbeat_interval_ms: 50,
+                ..cfg
+            }),
+        ))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(c.client.status().unwrap().servers.len(), 1);
+    rt.block_on(r.shutdown());
+}
