@@ -84,28 +84,32 @@ fn cli(home: &Path, addr: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[test]
-fn killing_a_tablet_server_loses_no_acknowledged_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let storage = dir.path().join("storage");
-    let secret = dir.path().join("cluster.secret");
-    let home = dir.path().join("home");
-    let mcfg = dir.path().join("manager.toml");
+/// A manager and `n` tablet servers as processes, sharing `dir/storage`
+/// and the cluster secret `dir/cluster.secret`; returns them (manager
+/// first) with the manager's address and each tablet server's index in
+/// `procs` by address.
+fn start_processes(
+    dir: &Path,
+    timeout_ms: u64,
+    n: usize,
+) -> (Procs, String, HashMap<String, usize>) {
+    let storage = dir.join("storage");
+    let secret = dir.join("cluster.secret");
+    let mcfg = dir.join("manager.toml");
     std::fs::write(
         &mcfg,
         format!(
-            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {:?}\nheartbeat_timeout_ms = 1500\ncluster_secret_file = {secret:?}\n",
-            dir.path().join("manager"),
-            storage
+            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {storage:?}\nheartbeat_timeout_ms = {timeout_ms}\ncluster_secret_file = {secret:?}\n",
+            dir.join("manager"),
         ),
     )
     .unwrap();
     let mut procs = Procs(Vec::new());
     let (m, maddr) = spawn_role("manager", &mcfg);
     procs.0.push(m);
-    let mut tservers: HashMap<String, usize> = HashMap::new();
-    for i in 0..3 {
-        let cfg = dir.path().join(format!("tserver{i}.toml"));
+    let mut tservers = HashMap::new();
+    for i in 0..n {
+        let cfg = dir.join(format!("tserver{i}.toml"));
         std::fs::write(
             &cfg,
             format!(
@@ -117,6 +121,15 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
         procs.0.push(c);
         tservers.insert(addr, procs.0.len() - 1);
     }
+    (procs, maddr, tservers)
+}
+
+#[test]
+fn killing_a_tablet_server_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster.secret");
+    let home = dir.path().join("home");
+    let (mut procs, maddr, tservers) = start_processes(dir.path(), 1500, 3);
     // The manager's first start wrote the cluster secret and a bootstrap
     // admin token, both readable by their owner only.
     let token_file = dir.path().join("manager").join("admin.token");
@@ -474,4 +487,127 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     let keys: Vec<&[u8]> = rows.iter().map(|r| r.key.as_slice()).collect();
     assert_eq!(keys, vec![&b"a"[..], b"b", b"zz"]);
     assert_eq!(client.get("demo", b"zz").unwrap(), Some(b"3".to_vec()));
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to process `pid`.
+fn signal(pid: u32, sig: &str) {
+    assert!(Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+#[test]
+fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
+    const TIMEOUT_MS: u64 = 1500;
+    let dir = tempfile::tempdir().unwrap();
+    let (procs, maddr, by_addr) = start_processes(dir.path(), TIMEOUT_MS, 2);
+    let admin =
+        tablinum_auth::files::load_token_file(&dir.path().join("manager").join("admin.token"))
+            .unwrap();
+    let client = client_as(&maddr, &admin);
+    wait_until("2 live tablet servers", Duration::from_secs(20), || {
+        client.status().unwrap().servers.len() == 2
+    });
+    let splits: Vec<Vec<u8>> = ["b", "c", "d"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    client
+        .create_table("p", Split::Points(splits), Durability::Sync)
+        .unwrap();
+    for k in ["a1", "b1", "c1", "d1"] {
+        client.put("p", k.as_bytes(), b"before").unwrap();
+    }
+    let loc = client.locations("p", true).unwrap();
+    let victim = loc.tablets[0].server.clone();
+    let victim_keys: Vec<&str> = ["a", "b", "c", "d"]
+        .into_iter()
+        .zip(&loc.tablets)
+        .filter(|(_, t)| t.server == victim)
+        .map(|(k, _)| k)
+        .collect();
+    let pid = procs.0[by_addr[&victim]].id();
+
+    // Pause the owner; a writer keeps writing to one of its tablets.
+    signal(pid, "-STOP");
+    let paused = Instant::now();
+    let key = format!("{}-during", victim_keys[0]);
+    let w = Instant::now();
+    // A write in flight to the paused server ends "outcome unknown" (or
+    // unavailable); the next ones go to the new owner.
+    let gap = loop {
+        match client.put("p", key.as_bytes(), b"during") {
+            Ok(_) => break w.elapsed(),
+            Err(e) => {
+                eprintln!("write during the pause: {e}");
+                assert!(w.elapsed() < Duration::from_secs(30), "{e}");
+            }
+        }
+    };
+    eprintln!(
+        "tablet of a SIGSTOPped server writable again after {} ms (heartbeat timeout {TIMEOUT_MS} ms)",
+        gap.as_millis()
+    );
+    assert!(
+        gap < Duration::from_millis(TIMEOUT_MS + 3_000),
+        "unavailable for {gap:?}"
+    );
+    // Another write after the takeover, then resume the old owner.
+    client.put("p", key.as_bytes(), b"after").unwrap();
+    std::thread::sleep(Duration::from_millis(TIMEOUT_MS).saturating_sub(paused.elapsed()));
+    signal(pid, "-CONT");
+
+    // The resumed server must not answer from its stale copy: asked
+    // directly for the moved tablet, it refuses ("not serving"); it never
+    // returns "during" or nothing.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stale = rt.block_on(async {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{victim}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut c = tablinum_proto::v1::tablet_server_client::TabletServerClient::with_interceptor(
+            ch,
+            tablinum_auth::Bearer::new(Some(&admin)),
+        );
+        c.get(tablinum_proto::v1::GetRequest {
+            table: "p".into(),
+            key: key.clone().into_bytes(),
+            table_id: 0,
+        })
+        .await
+    });
+    match stale {
+        // Only if it has been given the tablet back (a new epoch, replayed).
+        Ok(r) => assert_eq!(r.into_inner().value, b"after", "a stale answer"),
+        Err(s) => assert!(
+            matches!(
+                s.code(),
+                tonic::Code::FailedPrecondition | tonic::Code::Unavailable
+            ),
+            "{s:?}"
+        ),
+    }
+    // Nothing lost, the newest value wins, everywhere.
+    assert_eq!(
+        client.get("p", key.as_bytes()).unwrap(),
+        Some(b"after".to_vec())
+    );
+    for k in ["a1", "b1", "c1", "d1"] {
+        assert_eq!(
+            client.get("p", k.as_bytes()).unwrap(),
+            Some(b"before".to_vec())
+        );
+    }
+    // The resumed server rejoins and may get tablets back; the data stays.
+    wait_until(
+        "the resumed server to rejoin",
+        Duration::from_secs(20),
+        || client.status().unwrap().servers.len() == 2,
+    );
+    let (rows, _) = client.query_vec(&Query::new("p")).unwrap();
+    assert_eq!(rows.len(), 5);
 }

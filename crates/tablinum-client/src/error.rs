@@ -28,6 +28,11 @@ pub enum Error {
     Unauthenticated(String),
     /// The credentials' role does not allow the call; nothing was changed.
     PermissionDenied(String),
+    /// A write reached a server but its outcome is unknown (the server lost
+    /// the tablet before confirming it): it may or may not have been
+    /// applied. Never retried, since applying it again could undo a later
+    /// write of another client.
+    OutcomeUnknown(String),
 }
 
 impl fmt::Display for Error {
@@ -42,6 +47,7 @@ impl fmt::Display for Error {
             Error::Connect(m) => write!(f, "cannot connect: {m}"),
             Error::Unauthenticated(m) => write!(f, "not authenticated: {m}"),
             Error::PermissionDenied(m) => write!(f, "permission denied: {m}"),
+            Error::OutcomeUnknown(m) => write!(f, "outcome unknown: {m}"),
         }
     }
 }
@@ -89,6 +95,7 @@ impl From<Status> for Error {
             Code::DeadlineExceeded => Error::Timeout(m),
             Code::Unauthenticated => Error::Unauthenticated(m),
             Code::PermissionDenied => Error::PermissionDenied(m),
+            Code::Unknown => Error::OutcomeUnknown(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }
     }

@@ -51,6 +51,11 @@ pub const BACKOFF_BASE_MS_DEFAULT: u64 = 10;
 pub const BACKOFF_MAX_MS_DEFAULT: u64 = 1_000;
 /// How long connecting to the manager may take, ms.
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
+/// How often a connection pings its server (HTTP/2 PING), ms.
+pub const KEEPALIVE_INTERVAL_MS: u64 = 1_000;
+/// A connection whose ping is not answered this long is closed and its
+/// calls fail, ms.
+pub const KEEPALIVE_TIMEOUT_MS: u64 = 2_000;
 /// How long the coordinator waits for a tablet's next batch, ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Rows per batch when a query names none (fixed windows).
@@ -262,7 +267,10 @@ impl Backoff {
     }
 }
 
-/// The gRPC endpoint of `addr` (`host:port` or a URL), with TCP_NODELAY.
+/// The gRPC endpoint of `addr` (`host:port` or a URL), with TCP_NODELAY
+/// and HTTP/2 keepalive: a server that stops answering (paused, cut off)
+/// fails its calls within [`KEEPALIVE_INTERVAL_MS`] +
+/// [`KEEPALIVE_TIMEOUT_MS`] instead of holding them forever.
 pub fn endpoint(addr: &str) -> Result<Endpoint> {
     let url = if addr.contains("://") {
         addr.to_string()
@@ -270,7 +278,13 @@ pub fn endpoint(addr: &str) -> Result<Endpoint> {
         format!("http://{addr}")
     };
     Endpoint::from_shared(url.clone())
-        .map(|e| e.tcp_nodelay(true))
+        .map(|e| {
+            e.tcp_nodelay(true)
+                .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT))
+                .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+                .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
+                .keep_alive_while_idle(true)
+        })
         .map_err(|e| Error::Connect(format!("bad cluster address {addr:?}: {e}")))
 }
 
@@ -530,12 +544,20 @@ impl AsyncClient {
             mutations,
             table_id: 0,
         };
+        // Servers refuse to apply a copy read after this moment (it could
+        // otherwise land after this call gave up and the caller retried).
+        let deadline_ms = tablinum_proto::unix_ms().saturating_add(
+            u64::try_from(self.inner.cfg.retry_deadline.as_millis()).unwrap_or(u64::MAX),
+        );
         self.with_tablet(table, &first, false, |mut c, table_id| {
-            let req = v1::WriteRequest {
+            let mut r = tonic::Request::new(v1::WriteRequest {
                 table_id,
                 ..req.clone()
-            };
-            async move { Ok(c.write(req).await?.into_inner().seq) }
+            });
+            if let Ok(v) = deadline_ms.to_string().parse() {
+                r.metadata_mut().insert(tablinum_proto::DEADLINE_HEADER, v);
+            }
+            async move { Ok(c.write(r).await?.into_inner().seq) }
         })
         .await
     }

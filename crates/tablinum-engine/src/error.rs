@@ -58,6 +58,22 @@ pub enum Error {
     },
     /// Another process holds the store's lock file.
     Locked(PathBuf),
+    /// A fenced store was claimed by an owner of a newer epoch: this one
+    /// must stop. Returned by `open` (a newer owner exists already), by a
+    /// write whose record was appended before the fence was seen (its
+    /// outcome is unknown: the new owner may or may not replay it), and by
+    /// every call after that.
+    Fenced {
+        /// The store directory.
+        dir: PathBuf,
+        /// This owner's epoch.
+        epoch: u64,
+        /// The newer epoch found.
+        found: u64,
+        /// A write's record was appended before the fence was seen: the new
+        /// owner may or may not have replayed it.
+        outcome_unknown: bool,
+    },
 }
 
 impl Error {
@@ -122,6 +138,21 @@ impl fmt::Display for Error {
             Error::Locked(path) => {
                 write!(f, "store {} is locked by another process", path.display())
             }
+            Error::Fenced {
+                dir,
+                epoch,
+                found,
+                outcome_unknown,
+            } => write!(
+                f,
+                "store {} was taken over at epoch {found}; this owner (epoch {epoch}) is fenced{}",
+                dir.display(),
+                if *outcome_unknown {
+                    " (the write may or may not have been applied)"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod aae;
 pub mod cache;
 pub mod codec;
 pub mod error;
+pub mod fence;
 pub mod gc;
 pub mod journal;
 pub mod ledger;

@@ -3,9 +3,12 @@
 //! tables hold every write.
 //!
 //! Owns its byte layout (`docs/format.md`, "Manifest") and the atomic switch
-//! (write `MANIFEST.tmp`, fsync, rename over `MANIFEST`, fsync the
-//! directory). A file not named here is garbage at open. Never decides what
-//! goes in it: the store builds the state, this module persists it.
+//! (write `<name>.tmp`, fsync, rename over `<name>`, fsync the directory).
+//! An unfenced store's manifest is `MANIFEST`; a fenced store of epoch `e`
+//! writes only `MANIFEST-<e>`, so an old owner can never overwrite a newer
+//! owner's manifest, and open reads the highest epoch's. A file not named
+//! here is garbage at open. Never decides what goes in it: the store builds
+//! the state, this module persists it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -191,9 +194,70 @@ impl ManifestState {
     }
 }
 
+impl SegmentMeta {
+    /// Bytes of the segment that hold its records: its sealed size once
+    /// sealed (an old owner may have appended after that; those bytes are
+    /// never read), unbounded while it is (or was, at a crash) active.
+    pub fn scan_limit(&self) -> u64 {
+        if self.max_seq != u64::MAX && self.size > 0 {
+            self.size
+        } else {
+            u64::MAX
+        }
+    }
+}
+
+/// The manifest file name of `epoch` (0: an unfenced store).
+pub fn manifest_name(epoch: u64) -> String {
+    if epoch == 0 {
+        MANIFEST_FILE.to_string()
+    } else {
+        format!("{MANIFEST_FILE}-{epoch}")
+    }
+}
+
+/// The epochs of the manifests in `dir` (0 for `MANIFEST`), ascending.
+pub fn epochs(dir: &Path) -> Result<Vec<u64>> {
+    let mut v = Vec::new();
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
+        Err(e) => return Err(Error::io("list store directory", dir, e)),
+    };
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io("list store directory", dir, e))?;
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name == MANIFEST_FILE {
+            v.push(0);
+        } else if let Some(n) = name
+            .strip_prefix(MANIFEST_FILE)
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| r.parse::<u64>().ok())
+        {
+            v.push(n);
+        }
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// Reads the manifest of the highest epoch at or below `max_epoch` in
+/// `dir`, with that epoch; `Ok(None)` when there is none.
+pub fn load_latest(dir: &Path, max_epoch: u64) -> Result<Option<(ManifestState, u64)>> {
+    let Some(e) = epochs(dir)?.into_iter().rev().find(|e| *e <= max_epoch) else {
+        return Ok(None);
+    };
+    Ok(load_file(&dir.join(manifest_name(e)))?.map(|s| (s, e)))
+}
+
 /// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
 pub fn load(dir: &Path) -> Result<Option<ManifestState>> {
-    let path = dir.join(MANIFEST_FILE);
+    load_file(&dir.join(MANIFEST_FILE))
+}
+
+fn load_file(path: &Path) -> Result<Option<ManifestState>> {
+    let path = path.to_path_buf();
     let meta = match fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -219,8 +283,14 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Atomically replaces `dir/MANIFEST` with `state`.
 pub fn save(dir: &Path, state: &ManifestState) -> Result<()> {
-    let tmp: PathBuf = dir.join("MANIFEST.tmp");
-    let path = dir.join(MANIFEST_FILE);
+    save_epoch(dir, state, 0)
+}
+
+/// Atomically replaces the manifest of `epoch` (see [`manifest_name`]).
+pub fn save_epoch(dir: &Path, state: &ManifestState, epoch: u64) -> Result<()> {
+    let name = manifest_name(epoch);
+    let tmp: PathBuf = dir.join(format!("{name}.tmp"));
+    let path = dir.join(name);
     let mut f = OpenOptions::new()
         .create(true)
         .write(true)

@@ -42,6 +42,13 @@ pub const BATCH_OPS_MAX: usize = 100_000;
 pub struct Options {
     /// Durability of acknowledged writes. Default `Sync`.
     pub durability: Durability,
+    /// Open as the owner of this epoch (1..=`fence::EPOCH_MAX`), fenced
+    /// instead of locked: a store opened at a higher epoch (by another
+    /// process, even while this one still runs) makes this one refuse every
+    /// later write and delete nothing, and its journal past what the newer
+    /// owner replayed is never read. `None` (the default): an unfenced
+    /// store guarded by its lock file.
+    pub epoch: Option<u64>,
     /// A journal segment rolls once it reaches this many bytes. Default 128 MiB.
     pub journal_segment_bytes_max: u64,
     /// Values shorter than this are kept inline in the ledger entry (and still
@@ -102,6 +109,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             durability: Durability::Sync,
+            epoch: None,
             journal_segment_bytes_max: 128 << 20,
             inline_value_bytes_max: 512,
             value_compression: true,

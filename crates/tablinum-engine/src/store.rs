@@ -33,6 +33,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::aae::{self, TicTacTree};
 use crate::cache::Caches;
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 use crate::gc::{self, GcPolicy, SegmentStat};
 use crate::journal::record::{
     self, IndexTerm, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT,
@@ -307,7 +308,10 @@ struct Inner {
     seals: Mutex<Vec<(usize, u64)>>,
     /// Held by whoever runs a ledger compaction.
     compact_lock: Mutex<()>,
-    _lock_file: fs::File,
+    /// The lock of an unfenced store (none when fenced).
+    _lock_file: Option<fs::File>,
+    /// The epoch fence of a fenced store.
+    fence: Option<Fence>,
 }
 
 /// A key/value-separated store in one directory.
@@ -1061,10 +1065,26 @@ impl Inner {
                 s.dead_bytes += bytes;
             }
         }
-        manifest::save(&self.dir, &meta.state)
+        let epoch = self.fence.as_ref().map_or(0, Fence::epoch);
+        manifest::save_epoch(&self.dir, &meta.state, epoch)?;
+        // Whatever this switch dropped may be deleted only if no newer
+        // owner had claimed the store when it was written (a newer owner
+        // reads the manifest after claiming, so it saw this one).
+        self.check_fence()
+    }
+
+    /// `Err(Fenced)` once a newer owner has claimed a fenced store.
+    fn check_fence(&self) -> Result<()> {
+        match &self.fence {
+            Some(f) => f.check(),
+            None => Ok(()),
+        }
     }
 
     fn write_ops(&self, ops: &[OpRef<'_>]) -> Result<u64> {
+        if self.fence.as_ref().is_some_and(Fence::is_fenced) {
+            return self.check_fence().map(|()| 0);
+        }
         if ops.is_empty() {
             return Err(Error::invalid("batch", "no operations"));
         }
@@ -1216,6 +1236,20 @@ impl Inner {
         if self.opts.durability == Durability::Sync {
             self.group_sync(end)?;
         }
+        // Acknowledge only if no newer owner had claimed the store after the
+        // append: a newer owner claims before it reads the journal, so a
+        // passing check means it will replay this record.
+        self.check_fence().map_err(|e| match e {
+            Error::Fenced {
+                dir, epoch, found, ..
+            } => Error::Fenced {
+                dir,
+                epoch,
+                found,
+                outcome_unknown: true,
+            },
+            e => e,
+        })?;
         Ok(last_seq)
     }
 
@@ -1558,17 +1592,39 @@ impl Store {
         let journal_dir = dir.join(JOURNAL_DIR);
         let ledger_dir = dir.join(LEDGER_DIR);
         fs::create_dir_all(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock_file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io("open lock file", &lock_path, e))?;
-        if lock_file.try_lock().is_err() {
-            return Err(Error::Locked(dir));
-        }
-        let manifest_found = manifest::load(&dir)?;
+        // A fenced store claims its epoch (no lock: an older owner may still
+        // run, paused or cut off, and is fenced instead); an unfenced one
+        // takes the lock file.
+        let (lock_file, fence) = match opts.epoch {
+            Some(e) => (None, Some(Fence::claim(&dir, e)?)),
+            None => {
+                if dir.join(crate::fence::FENCE_DIR).exists() {
+                    return Err(Error::invalid(
+                        "options.epoch",
+                        format!(
+                            "store {} is fenced (it has {}/): open it with its owner's epoch",
+                            dir.display(),
+                            crate::fence::FENCE_DIR
+                        ),
+                    ));
+                }
+                let lock_path = dir.join(LOCK_FILE);
+                let lock_file = fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&lock_path)
+                    .map_err(|e| Error::io("open lock file", &lock_path, e))?;
+                if lock_file.try_lock().is_err() {
+                    return Err(Error::Locked(dir));
+                }
+                (Some(lock_file), None)
+            }
+        };
+        let epoch = fence.as_ref().map_or(0, Fence::epoch);
+        // Read after the claim: a newer owner's claim comes after anything
+        // an older owner wrote before its last passing check.
+        let manifest_found = manifest::load_latest(&dir, epoch)?.map(|(s, _)| s);
         // A rebuild interrupted by a crash left a marker: its half-built
         // ledger cannot be trusted, so rebuild again from scratch.
         let rebuild_marker = dir.join(REBUILD_MARKER_FILE);
@@ -1606,6 +1662,9 @@ impl Store {
                     let Ok(id) = name[..name.len() - 4].parse::<u64>() else {
                         continue;
                     };
+                    if fence.as_ref().is_some_and(|f| f.is_newer(id)) {
+                        continue; // a newer owner's: never touched
+                    }
                     max_id = max_id.max(id);
                     segs.push(SegmentMeta {
                         id,
@@ -1639,6 +1698,10 @@ impl Store {
             ),
         };
         state.levels.resize(LEVELS, Vec::new());
+        if let Some(f) = &fence {
+            // This epoch's files get ids no other epoch uses.
+            state.next_file_id = state.next_file_id.max(f.first_file_id());
+        }
         if state.persisted_seq >= record::SEQ_LIMIT || state.next_file_id >= record::SEQ_LIMIT {
             return Err(Error::corrupt(
                 dir.join(manifest::MANIFEST_FILE),
@@ -1670,6 +1733,9 @@ impl Store {
                 let Ok(id) = stem.parse::<u64>() else {
                     continue;
                 };
+                if fence.as_ref().is_some_and(|f| f.is_newer(id)) {
+                    continue; // a newer owner's file: never touched
+                }
                 let keep = if is_journal {
                     state
                         .segments
@@ -1683,7 +1749,7 @@ impl Store {
                 }
             }
         }
-        let _ = fs::remove_file(dir.join("MANIFEST.tmp"));
+        let _ = fs::remove_file(dir.join(format!("{}.tmp", manifest::manifest_name(epoch))));
 
         let caches = Arc::new(Caches::new(opts.open_files_max, opts.block_cache_bytes));
         let mut levels: Vec<Vec<Arc<SstReader>>> = vec![Vec::new(); LEVELS];
@@ -1761,6 +1827,7 @@ impl Store {
             compact_lock: Mutex::new(()),
             opts,
             _lock_file: lock_file,
+            fence,
         });
         Self::replay(&inner, rebuild)?;
         let store = Store {
@@ -1800,7 +1867,8 @@ impl Store {
                 && (Some(s.id) == last_write_id || (rebuild && s.kind == SegmentKind::Compacted));
             let mut pending: Vec<(u64, u32, Vec<u8>)> = Vec::new();
             let (mut smin, mut smax) = (u64::MAX, 0u64);
-            let end = segment::scan(&path, s.id, s.kind, allow_torn, |off, len, rec| {
+            let limit = s.scan_limit();
+            let end = segment::scan(&path, s.id, s.kind, allow_torn, limit, |off, len, rec| {
                 smin = smin.min(rec.seq);
                 smax = smax.max(rec.seq);
                 if rec.seq <= persisted && !rebuild {
@@ -1865,14 +1933,21 @@ impl Store {
                 }
                 Ok(())
             })?;
+            // The length replayed is the segment's sealed size from now on.
+            // A fenced store never truncates: the file may be another
+            // (older) owner's, still appending; its bytes past the sealed
+            // size are never read.
             let size = match end {
                 ScanEnd::Torn(off) => {
-                    segment::truncate(&path, off)?;
+                    if inner.fence.is_none() {
+                        segment::truncate(&path, off)?;
+                    }
                     off
                 }
                 ScanEnd::Clean => fs::metadata(&path)
                     .map_err(|e| Error::io("stat segment", &path, e))?
-                    .len(),
+                    .len()
+                    .min(limit),
             };
             max_seq = max_seq.max(if smax == 0 { 0 } else { smax });
             seg_updates.push((
@@ -1907,6 +1982,15 @@ impl Store {
         w.seg.sync()?;
         manifest::sync_dir(&inner.journal_dir)?;
         inner.save_manifest(&mut meta)?;
+        if let Some(f) = &inner.fence {
+            // This epoch's manifest now holds everything: older epochs'
+            // manifests (and an unfenced `MANIFEST`) are garbage.
+            for e in manifest::epochs(&inner.dir)? {
+                if e < f.epoch() {
+                    let _ = fs::remove_file(inner.dir.join(manifest::manifest_name(e)));
+                }
+            }
+        }
         inner.publish_segments(&[(active_id, SegmentKind::Write)]);
         drop(meta);
         // Anything replayed is frozen so the flush persists it promptly,
@@ -2210,87 +2294,94 @@ impl Inner {
         for sm in &run_metas {
             report.bytes_before += sm.size;
             let path = segment::segment_path(&inner.journal_dir, sm.id, sm.kind);
-            segment::scan(&path, sm.id, sm.kind, false, |off, len, rec| {
-                let lk = entry::object_key(rec.key);
-                let cur = lookup(&sv, &lk)?;
-                let here = Loc {
-                    segment: sm.id,
-                    offset: off,
-                    len,
-                };
-                let current = cur
-                    .as_ref()
-                    .is_some_and(|e| e.seq == rec.seq && e.loc == here);
-                // A delete record must outlive every older put of its key
-                // in the journal (a rebuilt ledger would resurrect it), even
-                // after the ledger itself dropped the tombstone.
-                let live = if rec.kind == KIND_DELETE {
-                    others_min_seq < rec.seq && (cur.is_none() || current)
-                } else {
-                    current
-                };
-                if !live {
-                    report.records_dropped += 1;
-                    return Ok(());
-                }
-                if writer
-                    .as_ref()
-                    .is_none_or(|w| w.len >= inner.opts.journal_segment_bytes_max)
-                {
-                    if let Some(w) = writer.take() {
-                        w.sync()?;
-                        if let Some(m) = new_metas.last_mut() {
-                            m.size = w.len;
-                        }
+            segment::scan(
+                &path,
+                sm.id,
+                sm.kind,
+                false,
+                sm.scan_limit(),
+                |off, len, rec| {
+                    let lk = entry::object_key(rec.key);
+                    let cur = lookup(&sv, &lk)?;
+                    let here = Loc {
+                        segment: sm.id,
+                        offset: off,
+                        len,
+                    };
+                    let current = cur
+                        .as_ref()
+                        .is_some_and(|e| e.seq == rec.seq && e.loc == here);
+                    // A delete record must outlive every older put of its key
+                    // in the journal (a rebuilt ledger would resurrect it), even
+                    // after the ledger itself dropped the tombstone.
+                    let live = if rec.kind == KIND_DELETE {
+                        others_min_seq < rec.seq && (cur.is_none() || current)
+                    } else {
+                        current
+                    };
+                    if !live {
+                        report.records_dropped += 1;
+                        return Ok(());
                     }
-                    let id = inner.new_file_id();
-                    writer = Some(SegmentWriter::create(
-                        &inner.journal_dir,
-                        id,
-                        SegmentKind::Compacted,
-                    )?);
-                    new_metas.push(SegmentMeta {
-                        id,
-                        kind: SegmentKind::Compacted,
-                        min_seq: u64::MAX,
-                        max_seq: 0,
-                        size: 0,
-                        dead_bytes: 0,
-                    });
-                }
-                let (Some(w), Some(m)) = (writer.as_mut(), new_metas.last_mut()) else {
-                    return Ok(());
-                };
-                buf.clear();
-                let n = record::encode(
-                    &mut buf,
-                    &RecordParts {
-                        kind: rec.kind,
-                        flags: rec.flags & !FLAG_BATCH_CONTINUES,
-                        key: rec.key,
-                        meta: rec.meta,
-                        terms: rec.terms,
-                        stored_value: rec.stored_value,
-                        value_len: rec.value_len,
-                    },
-                    rec.seq,
-                );
-                let at = w.append(&buf)?;
-                m.min_seq = m.min_seq.min(rec.seq);
-                m.max_seq = m.max_seq.max(rec.seq);
-                relocs.push((
-                    rec.key.to_vec(),
-                    rec.seq,
-                    here,
-                    Loc {
-                        segment: w.id,
-                        offset: at,
-                        len: n as u32,
-                    },
-                ));
-                report.records_relocated += 1;
-                Ok(())
-            })?;
+                    if writer
+                        .as_ref()
+                        .is_none_or(|w| w.len >= inner.opts.journal_segment_bytes_max)
+                    {
+                        if let Some(w) = writer.take() {
+                            w.sync()?;
+                            if let Some(m) = new_metas.last_mut() {
+                                m.size = w.len;
+                            }
+                        }
+                        let id = inner.new_file_id();
+                        writer = Some(SegmentWriter::create(
+                            &inner.journal_dir,
+                            id,
+                            SegmentKind::Compacted,
+                        )?);
+                        new_metas.push(SegmentMeta {
+                            id,
+                            kind: SegmentKind::Compacted,
+                            min_seq: u64::MAX,
+                            max_seq: 0,
+                            size: 0,
+                            dead_bytes: 0,
+                        });
+                    }
+                    let (Some(w), Some(m)) = (writer.as_mut(), new_metas.last_mut()) else {
+                        return Ok(());
+                    };
+                    buf.clear();
+                    let n = record::encode(
+                        &mut buf,
+                        &RecordParts {
+                            kind: rec.kind,
+                            flags: rec.flags & !FLAG_BATCH_CONTINUES,
+                            key: rec.key,
+                            meta: rec.meta,
+                            terms: rec.terms,
+                            stored_value: rec.stored_value,
+                            value_len: rec.value_len,
+                        },
+                        rec.seq,
+                    );
+                    let at = w.append(&buf)?;
+                    m.min_seq = m.min_seq.min(rec.seq);
+                    m.max_seq = m.max_seq.max(rec.seq);
+                    relocs.push((
+                        rec.key.to_vec(),
+                        rec.seq,
+                        here,
+                        Loc {
+                            segment: w.id,
+                            offset: at,
+                            len: n as u32,
+                        },
+                    ));
+                    report.records_relocated += 1;
+                    Ok(())
+                },
+            )?;
         }
         if let Some(w) = writer.take() {
             w.sync()?;
@@ -2405,7 +2496,7 @@ impl Store {
         let metas = self.inner.meta.lock().state.segments.clone();
         for s in metas.iter().filter(|s| sv.segments.contains_key(&s.id)) {
             let path = segment::segment_path(&self.inner.journal_dir, s.id, s.kind);
-            segment::scan(&path, s.id, s.kind, false, |_, _, _| {
+            segment::scan(&path, s.id, s.kind, false, s.scan_limit(), |_, _, _| {
                 rep.records += 1;
                 Ok(())
             })?;
@@ -2467,6 +2558,18 @@ impl Store {
         out
     }
 
+    /// `Err(Error::Fenced)` once an owner of a newer epoch has claimed this
+    /// (fenced) store; `Ok` for an unfenced store. A reader that must not
+    /// serve stale data calls it after reading.
+    pub fn check_fence(&self) -> Result<()> {
+        self.inner.check_fence()
+    }
+
+    /// The epoch this store was opened at (0: unfenced).
+    pub fn epoch(&self) -> u64 {
+        self.inner.fence.as_ref().map_or(0, Fence::epoch)
+    }
+
     /// Bytes the store's files occupy.
     pub fn disk_bytes(&self) -> u64 {
         let mut total = 0;
@@ -2503,6 +2606,11 @@ impl Store {
         self.inner.bg_cv.notify_all();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if self.inner.fence.as_ref().is_some_and(Fence::is_fenced) {
+            // A newer owner has the store: nothing here is this owner's to
+            // persist, and failing to is no error.
+            return Ok(());
         }
         let w = self.inner.writer.lock();
         w.seg.sync()?;

@@ -37,6 +37,16 @@ pub const FILE_PATH_BYTES_MAX: usize = 256;
 /// Longest token name, bytes.
 pub const TOKEN_NAME_BYTES_MAX: usize = 128;
 
+/// Metadata key of a write's absolute deadline, ms since the Unix epoch.
+pub const DEADLINE_HEADER: &str = "tablinum-deadline-unix-ms";
+
+/// Milliseconds since the Unix epoch (the unit of [`DEADLINE_HEADER`]).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Checks a server id: 1..=128 bytes of `[A-Za-z0-9_.:-]`.
 pub fn check_server_id(id: &str) -> Result<(), String> {
     check_chars("server_id", id, 1, SERVER_ID_BYTES_MAX, |c| {

@@ -112,6 +112,16 @@ impl ManagerConfig {
     pub fn heartbeat_timeout(&self) -> Duration {
         Duration::from_millis(self.heartbeat_timeout_ms)
     }
+
+    /// The read lease granted with each heartbeat answer, ms: two thirds of
+    /// the heartbeat timeout. A server counts it from when it *sent* the
+    /// heartbeat and the manager reassigns no earlier than a full timeout
+    /// after it *received* the last one, so a lease ends at least a third
+    /// of the timeout (1 s by default) before any reassignment, which
+    /// covers clock-rate drift with a wide margin.
+    pub fn lease_ms(&self) -> u64 {
+        self.heartbeat_timeout_ms - self.heartbeat_timeout_ms / 3
+    }
 }
 
 /// A tablet server's settings.

@@ -1,6 +1,7 @@
 //! tablinum's cluster roles and their wiring.
 //!
-//! - [`manager`]: metadata, assignment, failure detection;
+//! - [`manager`]: metadata, assignment, failure detection, tokens;
+//! - [`placement`]: the pure placement policy the manager executes;
 //! - [`tserver`]: tablets, writes, reads, flow-controlled scans ([`scan`]);
 //! - [`http`]: `/metrics` and the status page;
 //! - [`config`]: the roles' settings and config files;
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod http;
 pub mod manager;
+pub mod placement;
 pub mod scan;
 pub mod tserver;
 
@@ -34,6 +36,11 @@ pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
     match e {
         E::InvalidArgument { .. } => Status::invalid_argument(e.to_string()),
         E::Closed | E::Locked(_) => Status::unavailable(format!("tablet unavailable: {e}")),
+        E::Fenced {
+            outcome_unknown: true,
+            ..
+        } => Status::unknown(format!("outcome unknown: {e}")),
+        E::Fenced { .. } => Status::failed_precondition(format!("not serving: {e}")),
         other => Status::internal(other.to_string()),
     }
 }
@@ -50,6 +57,7 @@ pub fn status_from_client(e: tablinum_client::Error) -> Status {
         E::Server(m) => Status::internal(m),
         E::Unauthenticated(m) => Status::unauthenticated(m),
         E::PermissionDenied(m) => Status::permission_denied(m),
+        E::OutcomeUnknown(m) => Status::unknown(m),
     }
 }
 

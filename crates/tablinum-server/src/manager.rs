@@ -2,16 +2,18 @@
 //!
 //! Owns tables, tablets and their assignments, kept durably in an engine
 //! store (`<data>/`, Sync durability; record layouts in docs/format.md), and
-//! the live-server view built from heartbeats. It assigns unassigned tablets
-//! to the least-loaded live server, moves tablets to servers that join until
-//! the counts differ by at most one, declares a server dead after
-//! `heartbeat_timeout_ms` without a heartbeat and reassigns its tablets (the
-//! new owner recovers each tablet from its journal under the shared storage
-//! root), and removes a dropped table's files once no server holds them.
+//! the live-server view built from heartbeats, and the client tokens. It
+//! executes the pure placement plan (`placement::plan`): dead servers'
+//! tablets move to the least-loaded live server with a new epoch (the new
+//! owner fences the old one out of the storage and recovers each tablet
+//! from its journal under the shared storage root), balancing moves
+//! tablets while counts differ by more than `BALANCE_SLACK`, and a stall of
+//! the manager itself judges nobody. It removes a dropped table's files
+//! once no server holds them.
 //!
 //! Never touches a tablet's files while a live server may hold them open.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use tonic::{Request, Response, Status};
 use tablinum_auth::{authorize, Credential, Grant, Need, NewToken, Role, Verifier};
 
 use crate::config::ManagerConfig;
+use crate::placement;
 use crate::status_from_engine;
 
 const KEY_TABLE: &[u8] = b"table/";
@@ -74,6 +77,9 @@ pub struct TabletRecord {
     /// Immutable files last published by its server.
     #[prost(string, repeated, tag = "5")]
     pub files: Vec<String>,
+    /// Grows by one with every assignment; the owner opens the store at it.
+    #[prost(uint64, tag = "6")]
+    pub epoch: u64,
 }
 
 /// A server as stored in the metadata (`server/<id>`).
@@ -156,6 +162,8 @@ struct State {
     next_table_id: u64,
     tokens: BTreeMap<String, TokenRecord>,
     tokens_version: u64,
+    /// When the previous placement pass ran (stall detection).
+    last_pass: Option<Instant>,
 }
 
 impl State {
@@ -388,80 +396,79 @@ impl Manager {
         self.cfg.storage.join("tables").join(table_id.to_string())
     }
 
-    /// Expires dead servers, assigns and balances tablets, persists what
-    /// changed. Called on every heartbeat and by the ticker.
+    /// Plans placement ([`placement::plan`]) and executes the plan: expires
+    /// dead servers, moves tablets (each move bumps the tablet's epoch),
+    /// persists what changed, and removes dropped tables' files once no
+    /// server holds them. Called on every heartbeat and by the ticker.
     pub fn rebalance(&self) -> Result<(), Status> {
         let mut st = self.state.lock();
-        let timeout = self.cfg.heartbeat_timeout();
-        let dead: Vec<String> = st
+        let now = Instant::now();
+        let since_last_pass = st.last_pass.map_or(Duration::ZERO, |t| now - t);
+        st.last_pass = Some(now);
+        let servers: Vec<placement::ServerView> = st
             .servers
             .iter()
-            .filter(|(_, l)| l.last.elapsed() > timeout)
-            .map(|(id, _)| id.clone())
+            .map(|(id, l)| placement::ServerView {
+                id: id.clone(),
+                silent_for: now.saturating_duration_since(l.last),
+            })
             .collect();
-        for id in &dead {
+        let tablets: Vec<placement::TabletView> = st
+            .tables
+            .values()
+            .flat_map(|t| {
+                t.tablets
+                    .iter()
+                    .enumerate()
+                    .map(move |(index, tab)| placement::TabletView {
+                        table: t.name.clone(),
+                        index,
+                        server: tab.server_id.clone(),
+                        epoch: tab.epoch,
+                    })
+            })
+            .collect();
+        let p = placement::plan(&placement::PlanInput {
+            servers: &servers,
+            tablets: &tablets,
+            heartbeat_timeout: self.cfg.heartbeat_timeout(),
+            since_last_pass,
+        });
+        if p.stalled {
+            // Our own silence is not theirs: count theirs from now.
+            tracing::warn!(
+                stalled_ms = since_last_pass.as_millis() as u64,
+                "the manager stalled; every server gets a full heartbeat timeout before it is judged"
+            );
+            for l in st.servers.values_mut() {
+                l.last = now;
+            }
+        }
+        for id in &p.expire {
             st.servers.remove(id);
-            tracing::warn!(server = %id, timeout_ms = timeout.as_millis() as u64,
+            tracing::warn!(server = %id, timeout_ms = self.cfg.heartbeat_timeout_ms,
                 "tablet server missed heartbeats; reassigning its tablets");
             self.delete(&[KEY_SERVER, id.as_bytes()].concat())?;
             self.counters.lock().0 += 1;
         }
-        let live: Vec<String> = {
-            let mut v: Vec<String> = st.servers.keys().cloned().collect();
-            v.sort();
-            v
-        };
-        let mut load: HashMap<String, usize> = live.iter().map(|s| (s.clone(), 0)).collect();
-        for t in st.tables.values() {
-            for tab in &t.tablets {
-                if let Some(n) = load.get_mut(&tab.server_id) {
-                    *n += 1;
-                }
-            }
-        }
-        let mut changed: Vec<String> = Vec::new();
+        let mut changed: BTreeSet<String> = BTreeSet::new();
         let mut moves = 0u64;
-        let names: Vec<String> = st.tables.keys().cloned().collect();
-        for name in &names {
-            let t = st.tables.get_mut(name).expect("table");
-            let mut dirty = false;
-            for tab in &mut t.tablets {
-                if !load.contains_key(&tab.server_id) {
-                    if let Some(target) = least_loaded(&load) {
-                        tab.server_id = target.clone();
-                        *load.get_mut(&target).expect("live") += 1;
-                        dirty = true;
-                        moves += 1;
-                    } else if !tab.server_id.is_empty() {
-                        tab.server_id.clear();
-                        dirty = true;
-                    }
-                }
+        for m in &p.moves {
+            let Some(tab) = st
+                .tables
+                .get_mut(&m.table)
+                .and_then(|t| t.tablets.get_mut(m.index))
+            else {
+                continue;
+            };
+            if tab.server_id != m.to {
+                moves += 1;
+                tracing::info!(table = %m.table, tablet = tab.id, from = %tab.server_id,
+                    to = %m.to, epoch = m.epoch, "tablet assigned");
             }
-            if dirty {
-                changed.push(name.clone());
-            }
-        }
-        // Balance: move tablets from the most to the least loaded server
-        // while they differ by more than one.
-        'balance: while let (Some(max), Some(min)) = (most_loaded(&load), least_loaded(&load)) {
-            if load[&max] <= load[&min] + 1 {
-                break;
-            }
-            for name in &names {
-                let t = st.tables.get_mut(name).expect("table");
-                if let Some(tab) = t.tablets.iter_mut().find(|x| x.server_id == max) {
-                    tab.server_id = min.clone();
-                    *load.get_mut(&max).expect("live") -= 1;
-                    *load.get_mut(&min).expect("live") += 1;
-                    moves += 1;
-                    if !changed.contains(name) {
-                        changed.push(name.clone());
-                    }
-                    continue 'balance;
-                }
-            }
-            break;
+            tab.server_id = m.to.clone();
+            tab.epoch = m.epoch;
+            changed.insert(m.table.clone());
         }
         for name in changed {
             let t = st.tables[&name].clone();
@@ -508,18 +515,6 @@ impl Manager {
             reassignments,
         }
     }
-}
-
-fn least_loaded(load: &HashMap<String, usize>) -> Option<String> {
-    load.iter()
-        .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)))
-        .map(|(k, _)| k.clone())
-}
-
-fn most_loaded(load: &HashMap<String, usize>) -> Option<String> {
-    load.iter()
-        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-        .map(|(k, _)| k.clone())
 }
 
 fn table_msg(t: &TableRecord) -> v1::Table {
@@ -654,6 +649,7 @@ impl ManagerRpc for ManagerService {
                     end: bounds.get(i + 1).cloned().unwrap_or_default(),
                     server_id: String::new(),
                     files: Vec::new(),
+                    epoch: 0,
                 })
                 .collect();
             let rec = TableRecord {
@@ -871,11 +867,9 @@ impl ManagerRpc for ManagerService {
                     continue;
                 };
                 let t = st.tables.get_mut(name).expect("table");
-                if let Some(tab) = t
-                    .tablets
-                    .iter_mut()
-                    .find(|x| x.id == h.tablet_id && x.server_id == hb.server_id)
-                {
+                if let Some(tab) = t.tablets.iter_mut().find(|x| {
+                    x.id == h.tablet_id && x.server_id == hb.server_id && x.epoch == h.epoch
+                }) {
                     if tab.files != h.files {
                         tab.files = h.files.clone();
                         if !dirty.contains(name) {
@@ -918,6 +912,7 @@ impl ManagerRpc for ManagerService {
                         start: tab.start.clone(),
                         end: tab.end.clone(),
                         durability: t.durability,
+                        epoch: tab.epoch,
                     })
             })
             .collect();
@@ -926,6 +921,7 @@ impl ManagerRpc for ManagerService {
             tokens_version: st.tokens_version,
             tokens,
             tokens_changed,
+            lease_ms: m.cfg.lease_ms(),
         }))
     }
 

@@ -5,11 +5,16 @@
 //! `<storage>/tables/<table id>/<tablet id>/`), the heartbeat loop that
 //! reports them (with their immutable files) to the manager and opens or
 //! closes tablets to match the answer, and the gRPC `TabletServer` service.
-//! Opening a tablet is the engine's recovery (journal replay), so a tablet
-//! taken over from a dead server comes back with every acknowledged write.
+//! Opening a tablet is the engine's recovery (journal replay) at the epoch
+//! of its assignment, which fences every older owner out of the storage, so
+//! a tablet taken over from a dead, paused or cut-off server comes back
+//! with every acknowledged write while the old process cannot acknowledge
+//! any more. Reads are answered under the read lease of the latest
+//! heartbeat answer, or after the store confirms no newer owner exists.
 //!
 //! Never serves a key outside a tablet it holds open: such requests get
 //! FAILED_PRECONDITION "not serving", and the client refreshes its map.
+//! Never applies a write read after its caller's deadline.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
@@ -17,7 +22,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use tablinum_engine::{Batch, Durability as EngineDurability, Options, PutOptions, Store};
@@ -46,6 +51,8 @@ pub struct Tablet {
     pub start: Vec<u8>,
     /// Exclusive end key (empty: unbounded).
     pub end: Vec<u8>,
+    /// The epoch it was opened at (its store is fenced at it).
+    pub epoch: u64,
     /// Its store.
     pub store: Arc<Store>,
 }
@@ -83,6 +90,13 @@ pub struct TserverMetrics {
     pub tablets_opened: AtomicU64,
 }
 
+/// The read lease of the latest heartbeat answer.
+#[derive(Debug, Default)]
+struct Lease {
+    until: Option<Instant>,
+    tablets: HashSet<(u64, u64, u64)>,
+}
+
 /// The tablet server role.
 pub struct Tserver {
     cfg: TserverConfig,
@@ -90,10 +104,10 @@ pub struct Tserver {
     address: String,
     http: String,
     tablets: RwLock<HashMap<String, Vec<Arc<Tablet>>>>,
-    opening: Mutex<HashSet<(u64, u64)>>,
+    opening: Mutex<HashSet<(u64, u64, u64)>>,
     /// The assignment of the latest heartbeat answer: an open that finishes
     /// after its tablet was withdrawn is discarded.
-    assigned: Mutex<HashSet<(u64, u64)>>,
+    assigned: Mutex<HashSet<(u64, u64, u64)>>,
     /// Counters.
     pub metrics: TserverMetrics,
     /// One permit per running scan stream (`scan_streams_max`).
@@ -101,6 +115,8 @@ pub struct Tserver {
     query_client: tablinum_client::AsyncClient,
     /// Checks every caller; its tokens come with heartbeat answers.
     verifier: Arc<Verifier>,
+    /// The read lease: until when, and for which (table, tablet, epoch).
+    lease: Mutex<Lease>,
     /// What this server presents to the manager and to other servers.
     secret: ClusterSecret,
 }
@@ -146,6 +162,7 @@ impl Tserver {
             query_client,
             verifier,
             secret,
+            lease: Mutex::new(Lease::default()),
         }))
     }
 
@@ -175,8 +192,9 @@ impl Tserver {
             .join(tablet_id.to_string())
     }
 
-    fn engine_options(&self, durability: i32) -> Options {
+    fn engine_options(&self, durability: i32, epoch: u64) -> Options {
         Options {
+            epoch: Some(epoch),
             durability: if durability == v1::Durability::Nosync as i32 {
                 EngineDurability::NoSync
             } else {
@@ -344,6 +362,47 @@ impl Tserver {
         ))
     }
 
+    /// Confirms that a read of `t` just done may be answered: under a valid
+    /// lease for its epoch at once; otherwise (the manager is slow or
+    /// paused, or the lease lapsed) by asking the storage whether a newer
+    /// owner has claimed the tablet. A fenced tablet is dropped and the
+    /// caller told "not serving".
+    fn confirm_read(&self, t: &Arc<Tablet>) -> Result<(), Status> {
+        {
+            let l = self.lease.lock();
+            if l.until.is_some_and(|u| Instant::now() < u)
+                && l.tablets.contains(&(t.table_id, t.id, t.epoch))
+            {
+                return Ok(());
+            }
+        }
+        t.store.check_fence().map_err(|e| self.fenced(t, e))
+    }
+
+    /// The status for engine error `e` on tablet `t`; a fenced tablet is
+    /// dropped from this server (closed in the background).
+    fn fenced(&self, t: &Arc<Tablet>, e: tablinum_engine::Error) -> Status {
+        if matches!(e, tablinum_engine::Error::Fenced { .. }) {
+            let removed = {
+                let mut m = self.tablets.write();
+                let before = m.get(&t.table).map_or(0, Vec::len);
+                if let Some(v) = m.get_mut(&t.table) {
+                    v.retain(|x| !Arc::ptr_eq(x, t));
+                }
+                before != m.get(&t.table).map_or(0, Vec::len)
+            };
+            if removed {
+                tracing::warn!(table = %t.table, tablet = t.id, epoch = t.epoch, error = %e,
+                    "a newer owner took the tablet over; dropping it");
+                let t = t.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = t.store.close();
+                });
+            }
+        }
+        self.refuse(status_from_engine(e))
+    }
+
     /// A permit for one more scan stream, or RESOURCE_EXHAUSTED.
     fn scan_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
         self.scan_permits.clone().try_acquire_owned().map_err(|_| {
@@ -388,6 +447,7 @@ impl Tserver {
                 .map(|t| v1::HostedTablet {
                     table_id: t.table_id,
                     tablet_id: t.id,
+                    epoch: t.epoch,
                     files: t.store.immutable_files(),
                 })
                 .collect()
@@ -401,6 +461,7 @@ impl Tserver {
             rows_read: self.metrics.rows_read.load(Ordering::Relaxed),
             tokens_version: self.verifier.tokens_version(),
         };
+        let sent = Instant::now();
         let resp = mgr.heartbeat(req).await?.into_inner();
         if resp.tokens_changed {
             let grants: HashMap<String, Grant> = resp
@@ -418,19 +479,24 @@ impl Tserver {
                 .collect();
             self.verifier.set_tokens(resp.tokens_version, grants);
         }
-        let wanted: HashSet<(u64, u64)> = resp
+        let wanted: HashSet<(u64, u64, u64)> = resp
             .assignments
             .iter()
-            .map(|a| (a.table_id, a.tablet_id))
+            .map(|a| (a.table_id, a.tablet_id, a.epoch))
             .collect();
         *self.assigned.lock() = wanted.clone();
+        // The lease runs from when the heartbeat was sent.
+        *self.lease.lock() = Lease {
+            until: Some(sent + Duration::from_millis(resp.lease_ms)),
+            tablets: wanted.clone(),
+        };
         // Close what is no longer ours.
         let mut closing = Vec::new();
         {
             let mut m = self.tablets.write();
             for v in m.values_mut() {
                 v.retain(|t| {
-                    let keep = wanted.contains(&(t.table_id, t.id));
+                    let keep = wanted.contains(&(t.table_id, t.id, t.epoch));
                     if !keep {
                         closing.push(t.clone());
                     }
@@ -452,12 +518,18 @@ impl Tserver {
             .await;
         }
         // Open what is newly ours, concurrently.
-        let open: HashSet<(u64, u64)> = {
+        let open: HashSet<(u64, u64, u64)> = {
             let m = self.tablets.read();
-            m.values().flatten().map(|t| (t.table_id, t.id)).collect()
+            m.values()
+                .flatten()
+                .map(|t| (t.table_id, t.id, t.epoch))
+                .collect()
         };
         for a in resp.assignments {
-            let k = (a.table_id, a.tablet_id);
+            let k = (a.table_id, a.tablet_id, a.epoch);
+            if a.epoch == 0 {
+                continue; // not yet fenced by the manager: next heartbeat
+            }
             if open.contains(&k) || !self.opening.lock().insert(k) {
                 continue;
             }
@@ -471,7 +543,7 @@ impl Tserver {
                 let r = std::fs::create_dir_all(&dir)
                     .map_err(|e| e.to_string())
                     .and_then(|_| {
-                        Store::open(&dir, me.engine_options(a.durability))
+                        Store::open(&dir, me.engine_options(a.durability, a.epoch))
                             .map_err(|e| e.to_string())
                     });
                 match r {
@@ -483,6 +555,7 @@ impl Tserver {
                             id: a.tablet_id,
                             start: a.start,
                             end: a.end,
+                            epoch: a.epoch,
                             store: Arc::new(store),
                         });
                         let mut m = me.tablets.write();
@@ -575,6 +648,23 @@ fn check_key(what: &str, key: &[u8]) -> Result<(), Status> {
     Ok(())
 }
 
+/// The absolute deadline a write carries (`tablinum-deadline-unix-ms`), if any.
+fn write_deadline<T>(req: &Request<T>) -> Result<Option<u64>, Status> {
+    let Some(v) = req.metadata().get(tablinum_proto::DEADLINE_HEADER) else {
+        return Ok(None);
+    };
+    v.to_str()
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "{} must be milliseconds since the Unix epoch",
+                tablinum_proto::DEADLINE_HEADER
+            ))
+        })
+}
+
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
@@ -597,6 +687,7 @@ impl TabletRpc for TserverService {
     ) -> Result<Response<v1::WriteResponse>, Status> {
         let ts = &self.0;
         authorize(&req, Need::Write, "Write")?;
+        let deadline = write_deadline(&req)?;
         let req = req.into_inner();
         ts.metrics.writes.fetch_add(1, Ordering::Relaxed);
         if req.mutations.is_empty() {
@@ -649,8 +740,17 @@ impl TabletRpc for TserverService {
                 batch.put_with(&m.key, &m.value, opts);
             }
         }
-        let seq = blocking(|| tablet.store.write(&batch))
-            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        // A write read after its caller's deadline (it waited in a paused
+        // server's socket) is not applied: the caller may have retried it.
+        if let Some(d) = deadline {
+            if tablinum_proto::unix_ms() > d {
+                return Err(ts.refuse(Status::deadline_exceeded(format!(
+                    "the caller's deadline passed {} ms before the write was read; it was not applied",
+                    tablinum_proto::unix_ms() - d
+                ))));
+            }
+        }
+        let seq = blocking(|| tablet.store.write(&batch)).map_err(|e| ts.fenced(&tablet, e))?;
         ts.metrics.rows_written.fetch_add(n, Ordering::Relaxed);
         Ok(Response::new(v1::WriteResponse { seq }))
     }
@@ -662,8 +762,8 @@ impl TabletRpc for TserverService {
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
         let tablet = ts.tablet_for(&req.table, req.table_id, &req.key)?;
-        let v = blocking(|| tablet.store.get(&req.key))
-            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        let v = blocking(|| tablet.store.get(&req.key)).map_err(|e| ts.fenced(&tablet, e))?;
+        ts.confirm_read(&tablet)?;
         ts.metrics.rows_read.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(match v {
             Some(value) => v1::GetResponse { found: true, value },
@@ -681,8 +781,8 @@ impl TabletRpc for TserverService {
         ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
         check_key("", &req.key).map_err(|s| ts.refuse(s))?;
         let tablet = ts.tablet_for(&req.table, req.table_id, &req.key)?;
-        let h = blocking(|| tablet.store.head(&req.key))
-            .map_err(|e| ts.refuse(status_from_engine(e)))?;
+        let h = blocking(|| tablet.store.head(&req.key)).map_err(|e| ts.fenced(&tablet, e))?;
+        ts.confirm_read(&tablet)?;
         Ok(Response::new(match h {
             Some(h) => v1::HeadResponse {
                 found: true,
@@ -722,6 +822,8 @@ impl TabletRpc for TserverService {
         let permit = ts.scan_permit()?;
         let tablet = ts.tablets_by_id(std::slice::from_ref(&start)).remove(0)?;
         let (slot, window) = ts.open_slot(&start, &tablet)?;
+        // The cursor is a snapshot: confirm it is not a stale owner's.
+        ts.confirm_read(&tablet)?;
         let credits = Credits::new(&[window]);
         let c2 = credits.clone();
         tokio::spawn(async move {
@@ -799,7 +901,11 @@ impl TabletRpc for TserverService {
         let mut windows = Vec::with_capacity(starts.len());
         for (i, (st, tablet)) in starts.iter().zip(tablets).enumerate() {
             let (slot, window) = tablet
-                .and_then(|t| ts.open_slot(st, &t))
+                .and_then(|t| {
+                    let r = ts.open_slot(st, &t)?;
+                    ts.confirm_read(&t)?;
+                    Ok(r)
+                })
                 .map_err(|e| Status::new(e.code(), format!("scan {i}: {}", e.message())))?;
             slots.push(slot);
             windows.push(window);

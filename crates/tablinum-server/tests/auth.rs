@@ -441,6 +441,7 @@ fn an_impostor_cannot_join_and_no_tablet_moves() {
                 table_id: 1,
                 tablet_id: 0,
                 files: vec!["../../etc/shadow".into()],
+                ..Default::default()
             }],
             ..ok.clone()
         })

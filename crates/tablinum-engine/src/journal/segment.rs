@@ -182,7 +182,8 @@ pub enum ScanEnd {
     Torn(u64),
 }
 
-/// Sequentially scans every record of a segment, calling `f(offset, len, record)`.
+/// Sequentially scans every record in the first `limit` bytes of a segment
+/// (`u64::MAX`: all of it), calling `f(offset, len, record)`.
 /// With `allow_torn_tail`, a bad record with nothing valid after it ends the
 /// scan as [`ScanEnd::Torn`]; otherwise any bad byte is a corruption error.
 pub fn scan<F>(
@@ -190,16 +191,20 @@ pub fn scan<F>(
     id: u64,
     kind: SegmentKind,
     allow_torn_tail: bool,
+    limit: u64,
     mut f: F,
 ) -> Result<ScanEnd>
 where
     F: FnMut(u64, u32, &Record<'_>) -> Result<()>,
 {
     let file = File::open(path).map_err(|e| Error::io("open segment", path, e))?;
+    // Bytes past `limit` (a sealed size) are never read: a fenced owner may
+    // have appended them after a newer owner sealed the segment.
     let file_len = file
         .metadata()
         .map_err(|e| Error::io("stat segment", path, e))?
-        .len();
+        .len()
+        .min(limit);
     let mut rd = BufReader::with_capacity(1 << 20, &file);
     let mut head = [0u8; SEGMENT_HEADER_BYTES as usize];
     if file_len < SEGMENT_HEADER_BYTES {
