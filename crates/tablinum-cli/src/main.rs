@@ -115,6 +115,33 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         words: Vec<String>,
     },
+    /// A Jepsen-style test: a manager and tablet servers as processes,
+    /// concurrent clients, a nemesis (kills, pauses), a linearizability
+    /// check per key and unavailability per fault kind. Exits 1 when the
+    /// history is not linearizable or an acknowledged write was lost.
+    Jepsen {
+        /// Length of the history, s (at least 30 covers every fault once).
+        #[arg(long, default_value_t = 32)]
+        seconds: u64,
+        /// Seed of the clients and the nemesis.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Client threads.
+        #[arg(long, default_value_t = 6)]
+        clients: usize,
+        /// Registers (keys), two per tablet.
+        #[arg(long, default_value_t = 10)]
+        keys: usize,
+        /// Tablet server processes.
+        #[arg(long, default_value_t = 3)]
+        tservers: usize,
+        /// The manager's heartbeat timeout, ms.
+        #[arg(long, default_value_t = 1500)]
+        heartbeat_timeout_ms: u64,
+        /// Working directory (cluster data and logs, history.jsonl, report.json).
+        #[arg(long, default_value = "tablinum-jepsen")]
+        out: PathBuf,
+    },
     /// The benchmark harness: run workloads, compare runs, reproduce reports.
     #[command(subcommand)]
     Bench(tablinum_bench::cli::BenchCommand),
@@ -174,6 +201,39 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Bench(cmd) => tablinum_bench::cli::execute(cmd)?,
+        Command::Jepsen {
+            seconds,
+            seed,
+            clients,
+            keys,
+            tservers,
+            heartbeat_timeout_ms,
+            out,
+        } => {
+            if out.exists() {
+                anyhow::bail!("{} exists; pass a new --out directory", out.display());
+            }
+            let cfg = tablinum_jepsen::RunConfig {
+                bin: std::env::current_exe().context("finding this executable")?,
+                dir: out.clone(),
+                seconds,
+                seed,
+                clients,
+                keys,
+                tservers,
+                heartbeat_timeout_ms,
+            };
+            eprintln!("jepsen: {seconds} s of history in {} ...", out.display());
+            let report = tablinum_jepsen::run(&cfg).map_err(anyhow::Error::msg)?;
+            std::fs::write(
+                out.join("report.json"),
+                serde_json::to_string_pretty(&report)?,
+            )?;
+            print!("{}", report.text());
+            if !report.safe() {
+                std::process::exit(1);
+            }
+        }
         Command::Up { data, listen, http } => cluster::up(data, listen, http)?,
         Command::Manager { config } => cluster::role(config, true)?,
         Command::Tserver { config } => cluster::role(config, false)?,

@@ -1,0 +1,235 @@
+//! A cluster of real processes for the test: one `tablinum manager` and
+//! several `tablinum tserver`s started from config files the harness
+//! writes, on fixed loopback addresses (so a restarted process comes back
+//! at the same address), sharing one storage root and cluster secret.
+//!
+//! Owns starting, SIGKILL, restart, SIGSTOP and SIGCONT of its own children
+//! and nothing else: it never signals a process it did not start, and
+//! dropping it kills (and reaps) every child, paused ones included.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// How long a process may take to print its ready line, s.
+pub const READY_TIMEOUT_S: u64 = 30;
+
+/// A role process and how to start it again.
+struct Proc {
+    role: &'static str,
+    config: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+/// The processes of one test cluster.
+pub struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    log: PathBuf,
+    procs: Vec<Proc>,
+    /// The manager's gRPC address.
+    pub manager: String,
+    /// Each tablet server's gRPC address (index = tablet server number).
+    pub tservers: Vec<String>,
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+impl Cluster {
+    /// Starts a manager (heartbeat timeout `timeout_ms`) and `n` tablet
+    /// servers with `bin`, data under `dir`, output appended to
+    /// `dir/cluster.log`.
+    pub fn start(bin: &Path, dir: &Path, n: usize, timeout_ms: u64) -> Result<Cluster, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        let storage = dir.join("storage");
+        let secret = dir.join("cluster.secret");
+        let manager = format!("127.0.0.1:{}", free_port()?);
+        let mcfg = dir.join("manager.toml");
+        write(
+            &mcfg,
+            &format!(
+                "[manager]\nlisten = \"{manager}\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {storage:?}\nheartbeat_timeout_ms = {timeout_ms}\ncluster_secret_file = {secret:?}\n",
+                dir.join("manager")
+            ),
+        )?;
+        let mut c = Cluster {
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            log: dir.join("cluster.log"),
+            procs: vec![Proc {
+                role: "manager",
+                config: mcfg,
+                child: None,
+                paused: false,
+            }],
+            manager: manager.clone(),
+            tservers: Vec::new(),
+        };
+        c.spawn(0)?;
+        for i in 0..n {
+            let addr = format!("127.0.0.1:{}", free_port()?);
+            let cfg = dir.join(format!("tserver{i}.toml"));
+            write(
+                &cfg,
+                &format!(
+                    "[tserver]\nlisten = \"{addr}\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{manager}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\ncluster_secret_file = {secret:?}\n"
+                ),
+            )?;
+            c.procs.push(Proc {
+                role: "tserver",
+                config: cfg,
+                child: None,
+                paused: false,
+            });
+            c.tservers.push(addr);
+            c.spawn(i + 1)?;
+        }
+        Ok(c)
+    }
+
+    /// The bootstrap admin token file the manager wrote.
+    pub fn admin_token_file(&self) -> PathBuf {
+        self.dir.join("manager").join("admin.token")
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("open {}: {e}", self.log.display()))?;
+        let p = &mut self.procs[i];
+        let mut child = Command::new(&self.bin)
+            .args([p.role, "--config"])
+            .arg(&p.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", self.bin.display()))?;
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if line.trim().starts_with("grpc") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+        p.paused = false;
+        let t0 = std::time::Instant::now();
+        loop {
+            if rx.recv_timeout(Duration::from_millis(50)).is_ok() {
+                p.child = Some(child);
+                return Ok(());
+            }
+            let exited = child.try_wait().ok().flatten().is_some();
+            if exited || t0.elapsed() > Duration::from_secs(READY_TIMEOUT_S) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{} {i} did not start (see {})",
+                    p.role,
+                    self.log.display()
+                ));
+            }
+        }
+    }
+
+    fn signal(&mut self, i: usize, sig: &str) -> Result<(), String> {
+        let Some(c) = &self.procs[i].child else {
+            return Err(format!("process {i} is not running"));
+        };
+        let ok = Command::new("kill")
+            .args([sig, &c.id().to_string()])
+            .status()
+            .map_err(|e| format!("kill: {e}"))?
+            .success();
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("kill {sig} of process {i} failed"))
+        }
+    }
+
+    /// SIGKILLs process `i` (0: the manager, 1..: tablet servers).
+    pub fn kill(&mut self, i: usize) -> Result<(), String> {
+        if let Some(mut c) = self.procs[i].child.take() {
+            c.kill().map_err(|e| format!("kill: {e}"))?;
+            let _ = c.wait();
+        }
+        self.procs[i].paused = false;
+        Ok(())
+    }
+
+    /// Starts process `i` again at its address.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        if self.procs[i].child.is_some() {
+            return Ok(());
+        }
+        // The port may linger briefly; retry the start a few times.
+        let mut last = String::new();
+        for _ in 0..20 {
+            match self.spawn(i) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    last = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// SIGSTOPs process `i`.
+    pub fn pause(&mut self, i: usize) -> Result<(), String> {
+        self.signal(i, "-STOP")?;
+        self.procs[i].paused = true;
+        Ok(())
+    }
+
+    /// SIGCONTs process `i`.
+    pub fn resume(&mut self, i: usize) -> Result<(), String> {
+        self.signal(i, "-CONT")?;
+        self.procs[i].paused = false;
+        Ok(())
+    }
+
+    /// Resumes every paused process and restarts every dead one.
+    pub fn heal(&mut self) -> Result<(), String> {
+        for i in 0..self.procs.len() {
+            if self.procs[i].paused {
+                self.resume(i)?;
+            }
+            if self.procs[i].child.is_none() {
+                self.restart(i)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            if let Some(mut c) = p.child.take() {
+                let _ = c.kill(); // SIGKILL ends a stopped process too
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
+}
