@@ -187,11 +187,38 @@ impl Verifier {
 /// (UNAUTHENTICATED) and records the caller's [`Principal`] for
 /// [`authorize`].
 #[derive(Clone)]
-pub struct Authenticator(pub Arc<Verifier>);
+pub struct Authenticator {
+    verifier: Arc<Verifier>,
+    certs_are_members: bool,
+}
+
+impl Authenticator {
+    /// Checks callers with `verifier`. With `certs_are_members` (the
+    /// listener verifies client certificates against the cluster's CA), a
+    /// caller that presented a verified certificate and no bearer
+    /// credential is a cluster member (mutual TLS instead of the secret).
+    pub fn new(verifier: Arc<Verifier>, certs_are_members: bool) -> Authenticator {
+        Authenticator {
+            verifier,
+            certs_are_members,
+        }
+    }
+}
 
 impl tonic::service::Interceptor for Authenticator {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        let p = self.0.check_metadata(req.metadata())?;
+        let p = match self.verifier.check_metadata(req.metadata()) {
+            Ok(p) => p,
+            Err(e) => {
+                let has_bearer = req.metadata().get(AUTHORIZATION).is_some();
+                let cert = req.peer_certs().is_some_and(|c| !c.is_empty());
+                if self.certs_are_members && cert && !has_bearer {
+                    Principal::Cluster
+                } else {
+                    return Err(e);
+                }
+            }
+        };
         req.extensions_mut().insert(p);
         Ok(req)
     }
@@ -359,7 +386,7 @@ mod tests {
         let (_, v, t) = setup();
         let mut bearer = Bearer::new(Some(&t.token));
         let req = bearer.call(Request::new(())).unwrap();
-        let mut auth = Authenticator(v);
+        let mut auth = Authenticator::new(v, false);
         let req = auth.call(req).unwrap();
         assert!(authorize(&req, Need::Read, "Get").is_ok());
         let e = authorize(&req, Need::Write, "Write").unwrap_err();

@@ -38,6 +38,10 @@ pub struct ClusterArg {
     /// A file holding the token (e.g. the manager's admin.token).
     #[arg(long, global = true, conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
+    /// Speak TLS, trusting the servers' certificates signed by this CA
+    /// (PEM); default: $TABLINUM_CA, else plaintext.
+    #[arg(long, global = true, env = "TABLINUM_CA")]
+    pub ca: Option<PathBuf>,
 }
 
 impl ClusterArg {
@@ -189,7 +193,15 @@ where
 
 fn connect(c: &ClusterArg) -> anyhow::Result<Client> {
     let addr = c.cluster.as_str();
-    Client::connect_with(addr, ClientConfig::with_credential(c.credential()?)).map_err(|e| {
+    let tls = match &c.ca {
+        Some(ca) => Some(tablinum_client::ClientTls::from_files(ca, None)?),
+        None => None,
+    };
+    let cfg = ClientConfig {
+        tls,
+        ..ClientConfig::with_credential(c.credential()?)
+    };
+    Client::connect_with(addr, cfg).map_err(|e| {
         if addr == CLUSTER_ADDR_DEFAULT {
             anyhow::anyhow!("{e}\nhint: start a cluster with `tablinum up`, or pass --cluster ADDR")
         } else {

@@ -611,3 +611,86 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
     let (rows, _) = client.query_vec(&Query::new("p")).unwrap();
     assert_eq!(rows.len(), 5);
 }
+
+#[test]
+fn the_cli_speaks_tls_to_a_tls_cluster() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(d.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(d.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(d.join("key.pem"), key.serialize_pem()).unwrap();
+    let tls = format!(
+        "tls_cert = {:?}\ntls_key = {:?}\n",
+        d.join("cert.pem"),
+        d.join("key.pem")
+    );
+    let secret = d.join("cluster.secret");
+    let storage = d.join("storage");
+    std::fs::write(
+        d.join("m.toml"),
+        format!(
+            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {storage:?}\ncluster_secret_file = {secret:?}\n{tls}",
+            d.join("manager")
+        ),
+    )
+    .unwrap();
+    let mut procs = Procs(Vec::new());
+    let (m, maddr) = spawn_role("manager", &d.join("m.toml"));
+    procs.0.push(m);
+    std::fs::write(
+        d.join("t.toml"),
+        format!(
+            "[tserver]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{maddr}\"\nstorage = {storage:?}\ncluster_secret_file = {secret:?}\ntls_ca = {:?}\n{tls}",
+            d.join("ca.pem")
+        ),
+    )
+    .unwrap();
+    let (t, _) = spawn_role("tserver", &d.join("t.toml"));
+    procs.0.push(t);
+    let home = d.join("home");
+    let tf = d.join("manager").join("admin.token");
+    let ca = d.join("ca.pem");
+    let with_ca = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend([
+            "--token-file",
+            tf.to_str().unwrap(),
+            "--ca",
+            ca.to_str().unwrap(),
+        ]);
+        cli(&home, &maddr, &a)
+    };
+    wait_until("the TLS tablet server", Duration::from_secs(20), || {
+        with_ca(&["status"]).1.contains("live tablet servers: 1")
+    });
+    let (ok, out, err) = with_ca(&["table", "create", "tls", "--tablets", "2"]);
+    assert!(ok, "{out}{err}");
+    let mut put = (false, String::new(), String::new());
+    for _ in 0..100 {
+        put = with_ca(&["put", "tls", "k", "v"]);
+        if put.0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(put.0, "{}", put.2);
+    let (ok, out, _) = with_ca(&["get", "tls", "k"]);
+    assert!(ok && out.trim() == "v", "{out}");
+    // Without the CA the CLI speaks plaintext and is not served.
+    let (ok, _, err) = cli(
+        &home,
+        &maddr,
+        &["status", "--token-file", tf.to_str().unwrap()],
+    );
+    assert!(!ok, "a plaintext CLI was served");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -78,6 +78,47 @@ pub struct ClientConfig {
     /// token, or the cluster credential for servers. None: calls are
     /// refused by any cluster.
     pub credential: Option<Credential>,
+    /// TLS to every server (none: plaintext HTTP/2).
+    pub tls: Option<ClientTls>,
+}
+
+/// How a client speaks TLS: the CA that signed the servers' certificates
+/// and, for mutual TLS, the client's own certificate and key (PEM).
+#[derive(Clone)]
+pub struct ClientTls {
+    /// PEM of the CA certificate(s) servers must chain to.
+    pub ca_pem: Vec<u8>,
+    /// PEM certificate and key presented to servers (mutual TLS).
+    pub identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca_pem_bytes", &self.ca_pem.len())
+            .field("identity", &self.identity_pem.is_some())
+            .finish()
+    }
+}
+
+impl ClientTls {
+    /// Reads the CA file (and, for mutual TLS, certificate and key files).
+    pub fn from_files(
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<ClientTls> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p)
+                .map_err(|e| Error::Connect(format!("cannot read {}: {e}", p.display())))
+        };
+        Ok(ClientTls {
+            ca_pem: read(ca)?,
+            identity_pem: match identity {
+                Some((c, k)) => Some((read(c)?, read(k)?)),
+                None => None,
+            },
+        })
+    }
 }
 
 impl Default for ClientConfig {
@@ -89,6 +130,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS_DEFAULT),
             credential: None,
+            tls: None,
         }
     }
 }
@@ -271,21 +313,34 @@ impl Backoff {
 /// and HTTP/2 keepalive: a server that stops answering (paused, cut off)
 /// fails its calls within [`KEEPALIVE_INTERVAL_MS`] +
 /// [`KEEPALIVE_TIMEOUT_MS`] instead of holding them forever.
-pub fn endpoint(addr: &str) -> Result<Endpoint> {
-    let url = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
+pub fn endpoint(addr: &str, tls: Option<&ClientTls>) -> Result<Endpoint> {
+    let url = match (addr.split_once("://"), tls) {
+        (Some((_, rest)), Some(_)) => format!("https://{rest}"),
+        (Some(_), None) => addr.to_string(),
+        (None, Some(_)) => format!("https://{addr}"),
+        (None, None) => format!("http://{addr}"),
     };
-    Endpoint::from_shared(url.clone())
-        .map(|e| {
-            e.tcp_nodelay(true)
-                .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT))
-                .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
-                .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
-                .keep_alive_while_idle(true)
-        })
-        .map_err(|e| Error::Connect(format!("bad cluster address {addr:?}: {e}")))
+    let ep = Endpoint::from_shared(url.clone())
+        .map_err(|e| Error::Connect(format!("bad cluster address {addr:?}: {e}")))?;
+    let ep = match tls {
+        None => ep,
+        Some(t) => {
+            let mut c = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(&t.ca_pem));
+            if let Some((cert, key)) = &t.identity_pem {
+                c = c.identity(tonic::transport::Identity::from_pem(cert, key));
+            }
+            ep.tls_config(c)
+                .map_err(|e| Error::Connect(format!("TLS settings for {addr}: {e}")))?
+        }
+    };
+    Ok(ep).map(|e: Endpoint| {
+        e.tcp_nodelay(true)
+            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT))
+            .http2_keep_alive_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+            .keep_alive_timeout(Duration::from_millis(KEEPALIVE_TIMEOUT_MS))
+            .keep_alive_while_idle(true)
+    })
 }
 
 struct Inner {
@@ -306,7 +361,7 @@ pub struct AsyncClient {
 impl AsyncClient {
     /// Connects to the manager at `addr` (`host:port` or `http://host:port`).
     pub async fn connect(addr: &str, cfg: ClientConfig) -> Result<Self> {
-        let ep = endpoint(addr)?.connect_timeout(cfg.connect_timeout);
+        let ep = endpoint(addr, cfg.tls.as_ref())?.connect_timeout(cfg.connect_timeout);
         let ch = tokio::time::timeout(cfg.connect_timeout, ep.connect())
             .await
             .map_err(|_| Error::Connect(format!("no answer from the manager at {addr}")))?
@@ -316,7 +371,10 @@ impl AsyncClient {
 
     /// A client whose manager connection is made on first use.
     pub fn connect_lazy(addr: &str, cfg: ClientConfig) -> Result<Self> {
-        Ok(Self::with_channel(endpoint(addr)?.connect_lazy(), cfg))
+        Ok(Self::with_channel(
+            endpoint(addr, cfg.tls.as_ref())?.connect_lazy(),
+            cfg,
+        ))
     }
 
     fn with_channel(ch: Channel, cfg: ClientConfig) -> Self {
@@ -340,7 +398,7 @@ impl AsyncClient {
         if let Some(c) = m.get(addr) {
             return Ok(c.clone());
         }
-        let c = endpoint(addr)?.connect_lazy();
+        let c = endpoint(addr, self.inner.cfg.tls.as_ref())?.connect_lazy();
         m.insert(addr.to_string(), c.clone());
         Ok(c)
     }

@@ -57,6 +57,58 @@ fn or_in(set: &Path, dir: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// A listener's TLS material, read from its PEM files.
+#[derive(Clone)]
+pub struct ListenerTls {
+    /// Certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// Private key.
+    pub key_pem: Vec<u8>,
+    /// CA of client certificates that make a caller a cluster member.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListenerTls(…)")
+    }
+}
+
+fn read_pem(what: &str, p: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(p).map_err(|e| format!("{what} {}: {e}", p.display()))
+}
+
+/// The TLS of a listener from its settings: none when `cert` and `key` are
+/// both empty; an error naming the setting when only one is set or a file
+/// cannot be read.
+pub fn listener_tls(
+    role: &str,
+    cert: &Path,
+    key: &Path,
+    client_ca: &Path,
+) -> Result<Option<ListenerTls>, String> {
+    let set = |p: &Path| !p.as_os_str().is_empty();
+    match (set(cert), set(key)) {
+        (false, false) => {
+            if set(client_ca) {
+                return Err(format!("[{role}] tls_client_ca needs tls_cert and tls_key"));
+            }
+            Ok(None)
+        }
+        (true, false) => Err(format!("[{role}] tls_cert is set but tls_key is not")),
+        (false, true) => Err(format!("[{role}] tls_key is set but tls_cert is not")),
+        (true, true) => Ok(Some(ListenerTls {
+            cert_pem: read_pem(&format!("[{role}] tls_cert"), cert)?,
+            key_pem: read_pem(&format!("[{role}] tls_key"), key)?,
+            client_ca_pem: if set(client_ca) {
+                Some(read_pem(&format!("[{role}] tls_client_ca"), client_ca)?)
+            } else {
+                None
+            },
+        })),
+    }
+}
+
 /// The manager's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -77,6 +129,15 @@ pub struct ManagerConfig {
     /// Where the first start writes a bootstrap admin token (mode 0600).
     /// Empty: `<data>/admin.token`.
     pub admin_token_file: PathBuf,
+    /// PEM certificate (chain) of this listener; with `tls_key`, both the
+    /// gRPC and the HTTP listener speak TLS only. Empty: plaintext.
+    pub tls_cert: PathBuf,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: PathBuf,
+    /// PEM CA: a caller presenting a certificate it signed is a cluster
+    /// member (mutual TLS, instead of the cluster secret). Callers without
+    /// a certificate still use tokens. Empty: no client certificates.
+    pub tls_client_ca: PathBuf,
 }
 
 impl Default for ManagerConfig {
@@ -89,6 +150,9 @@ impl Default for ManagerConfig {
             heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_MS_DEFAULT,
             cluster_secret_file: PathBuf::new(),
             admin_token_file: PathBuf::new(),
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            tls_client_ca: PathBuf::new(),
         }
     }
 }
@@ -157,6 +221,17 @@ pub struct TserverConfig {
     /// The manager's cluster secret (a copy of its `cluster_secret_file`).
     /// Required unless the manager runs in the same process.
     pub cluster_secret_file: PathBuf,
+    /// PEM certificate of this server's listeners (TLS; see the manager's).
+    /// With `tls_ca` it is also presented to the manager and to other
+    /// servers (mutual TLS).
+    pub tls_cert: PathBuf,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: PathBuf,
+    /// PEM CA whose certificates make callers cluster members (mutual TLS).
+    pub tls_client_ca: PathBuf,
+    /// PEM CA the manager's and other servers' certificates chain to: set
+    /// when the cluster speaks TLS.
+    pub tls_ca: PathBuf,
 }
 
 impl Default for TserverConfig {
@@ -176,11 +251,29 @@ impl Default for TserverConfig {
             tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
             tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
             cluster_secret_file: PathBuf::new(),
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            tls_client_ca: PathBuf::new(),
+            tls_ca: PathBuf::new(),
         }
     }
 }
 
 impl TserverConfig {
+    /// The TLS this server's outgoing calls use (to the manager and other
+    /// servers): none unless `tls_ca` is set; with `tls_cert` and `tls_key`
+    /// it also presents its certificate.
+    pub fn client_tls(&self) -> Result<Option<tablinum_client::ClientTls>, String> {
+        if self.tls_ca.as_os_str().is_empty() {
+            return Ok(None);
+        }
+        let id = (!self.tls_cert.as_os_str().is_empty() && !self.tls_key.as_os_str().is_empty())
+            .then_some((self.tls_cert.as_path(), self.tls_key.as_path()));
+        tablinum_client::ClientTls::from_files(&self.tls_ca, id)
+            .map(Some)
+            .map_err(|e| format!("[tserver] tls_ca: {e}"))
+    }
+
     /// Checks the ranges; the error names the bad setting.
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&self.stream_limit) {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use base64::Engine as _;
@@ -320,10 +320,32 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Serves `node` on `listener` until `stop` fires.
+/// The TLS acceptor of the HTTP listener (no client certificates: the
+/// pages use tokens).
+pub fn tls_acceptor(t: &crate::config::ListenerTls) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls;
+    let certs = CertificateDer::pem_slice_iter(&t.cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("tls_cert: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&t.key_pem).map_err(|e| format!("tls_key: {e}"))?;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| format!("tls_cert / tls_key: {e}"))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
+}
+
+/// Serves `node` on `listener` (through `tls` when set) until `stop` fires.
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
@@ -335,7 +357,7 @@ pub async fn serve(
             },
             _ = stop.changed() => return,
         };
-        let (mut sock, _) = tokio::select! {
+        let (sock, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(_) => {
@@ -346,73 +368,87 @@ pub async fn serve(
             _ = stop.changed() => return,
         };
         let node = node.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
-            let mut n = 0;
-            let read = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), async {
-                while n < buf.len() {
-                    let k = sock.read(&mut buf[n..]).await?;
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
+            match tls {
+                None => handle(sock, node).await,
+                Some(acceptor) => {
+                    let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
+                    if let Ok(Ok(s)) = tokio::time::timeout(timeout, acceptor.accept(sock)).await {
+                        handle(s, node).await;
                     }
                 }
-                Ok::<_, std::io::Error>(())
-            })
-            .await;
-            if !matches!(read, Ok(Ok(()))) {
-                return;
             }
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let mut parts = head.lines().next().unwrap_or("").split_whitespace();
-            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let path = path.split('?').next().unwrap_or("");
-            let auth = if method == "GET" && path != "/health" {
-                node.authorized(&head)
-            } else {
-                Ok(())
-            };
-            let mut extra = "";
-            let (status, ctype, body) = match (method, path) {
-                ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
-                ("GET", _) if auth.is_err() => {
-                    extra = "WWW-Authenticate: Basic realm=\"tablinum\", charset=\"UTF-8\"\r\n";
-                    (
-                        "401 Unauthorized",
-                        "text/plain",
-                        format!(
-                            "{}\nsend `Authorization: Bearer <token>` (or HTTP Basic with the token as password)\n",
-                            auth.unwrap_err()
-                        ),
-                    )
-                }
-                ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics()),
-                ("GET", "/") => ("200 OK", "text/html; charset=utf-8", node.page()),
-                ("GET", _) => (
-                    "404 Not Found",
-                    "text/plain",
-                    "not found: try /, /metrics or /health\n".into(),
-                ),
-                _ => (
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    "only GET is served\n".into(),
-                ),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
-            let _ = tokio::time::timeout(timeout, async {
-                let _ = sock.write_all(resp.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            })
-            .await;
         });
     }
+}
+
+/// Serves one request on `sock` (plain TCP or TLS) and closes it.
+async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, node: Arc<Node>) {
+    let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
+    let mut n = 0;
+    let read = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), async {
+        while n < buf.len() {
+            let k = sock.read(&mut buf[n..]).await?;
+            if k == 0 {
+                break;
+            }
+            n += k;
+            if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return;
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let auth = if method == "GET" && path != "/health" {
+        node.authorized(&head)
+    } else {
+        Ok(())
+    };
+    let mut extra = "";
+    let (status, ctype, body) = match (method, path) {
+        ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
+        ("GET", _) if auth.is_err() => {
+            extra = "WWW-Authenticate: Basic realm=\"tablinum\", charset=\"UTF-8\"\r\n";
+            (
+                    "401 Unauthorized",
+                    "text/plain",
+                    format!(
+                        "{}\nsend `Authorization: Bearer <token>` (or HTTP Basic with the token as password)\n",
+                        auth.unwrap_err()
+                    ),
+                )
+        }
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics()),
+        ("GET", "/") => ("200 OK", "text/html; charset=utf-8", node.page()),
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain",
+            "not found: try /, /metrics or /health\n".into(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET is served\n".into(),
+        ),
+    };
+    let resp = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+    let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
+    let _ = tokio::time::timeout(timeout, async {
+        let _ = sock.write_all(resp.as_bytes()).await;
+        let _ = sock.shutdown().await;
+    })
+    .await;
 }

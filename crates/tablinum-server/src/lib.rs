@@ -114,6 +114,13 @@ pub async fn start(
         }
     };
     let secret = cluster_secret(manager.as_ref(), tserver.as_ref())?;
+    let tls = match (&manager, &tserver) {
+        (Some(m), _) => config::listener_tls("manager", &m.tls_cert, &m.tls_key, &m.tls_client_ca)?,
+        (None, Some(t)) => {
+            config::listener_tls("tserver", &t.tls_cert, &t.tls_key, &t.tls_client_ca)?
+        }
+        (None, None) => None,
+    };
     let verifier = Verifier::new(&secret);
     let grpc_l = bind(&listen, "gRPC").await?;
     let http_l = bind(&http_listen, "HTTP").await?;
@@ -150,14 +157,22 @@ pub async fn start(
         None => None,
     };
     let node = http::Node::new(mgr.clone(), ts.clone(), verifier.clone());
+    let http_tls = match &tls {
+        Some(t) => Some(http::tls_acceptor(t)?),
+        None => None,
+    };
     tasks.push(tokio::spawn(http::serve(
         http_l,
         node.clone(),
+        http_tls,
         stop_rx.clone(),
     )));
     let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
     // Every call passes the authenticator first: no credentials, no call.
-    let auth = Authenticator(verifier);
+    let auth = Authenticator::new(
+        verifier,
+        tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
+    );
     let msvc = mgr.map(|m| {
         InterceptedService::new(
             ManagerServer::new(manager::ManagerService(m))
@@ -174,9 +189,23 @@ pub async fn start(
             auth.clone(),
         )
     });
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = &tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut c = ServerTlsConfig::new().identity(Identity::from_pem(&t.cert_pem, &t.key_pem));
+        if let Some(ca) = &t.client_ca_pem {
+            // Certificates are optional: clients without one use tokens.
+            c = c
+                .client_ca_root(Certificate::from_pem(ca))
+                .client_auth_optional(true);
+        }
+        builder = builder
+            .tls_config(c)
+            .map_err(|e| format!("TLS settings: {e}"))?;
+    }
     let mut stop_grpc = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
-        let r = tonic::transport::Server::builder()
+        let r = builder
             .tcp_nodelay(true)
             .add_optional_service(msvc)
             .add_optional_service(tsvc)

@@ -411,12 +411,20 @@ impl Manager {
             .map(|(id, l)| placement::ServerView {
                 id: id.clone(),
                 silent_for: now.saturating_duration_since(l.last),
+                reported: l.reported,
             })
             .collect();
+        let mut holders: HashMap<(u64, u64), Vec<String>> = HashMap::new();
+        for (id, l) in &st.servers {
+            for h in &l.hosted {
+                holders.entry(*h).or_default().push(id.clone());
+            }
+        }
         let tablets: Vec<placement::TabletView> = st
             .tables
             .values()
             .flat_map(|t| {
+                let holders = &holders;
                 t.tablets
                     .iter()
                     .enumerate()
@@ -425,6 +433,7 @@ impl Manager {
                         index,
                         server: tab.server_id.clone(),
                         epoch: tab.epoch,
+                        holders: holders.get(&(t.id, tab.id)).cloned().unwrap_or_default(),
                     })
             })
             .collect();

@@ -2,12 +2,18 @@
 //!
 //! [`plan`] decides which servers are dead (silent longer than the
 //! heartbeat timeout, unless the manager itself stalled), which tablets
-//! move (off dead servers to the least-loaded live one; then from the most
-//! to the least loaded while they differ by more than [`BALANCE_SLACK`])
+//! move (off dead servers to the least-loaded live one; withdrawn from the
+//! most loaded while servers differ by more than [`BALANCE_SLACK`])
 //! and the epoch each moved tablet gets (one more than it had: the new
 //! owner fences the old one out of the storage). The manager executes the
 //! plan; nothing here reads a clock, a file or a lock, so every case is a
 //! unit test.
+//!
+//! A tablet moves off a *live* server (balancing) in two steps: it is
+//! withdrawn (unassigned), and assigned again only once no live server
+//! reports holding it, since the old owner may serve reads under its lease
+//! until it has closed the tablet. A dead server's tablets move at once:
+//! the heartbeat timeout that declared it dead is longer than its lease.
 //!
 //! Never moves a tablet that does not have to move: a balanced cluster
 //! plans nothing, and applying a plan then planning again plans nothing.
@@ -30,6 +36,8 @@ pub struct ServerView {
     pub id: String,
     /// Time since its last heartbeat.
     pub silent_for: Duration,
+    /// It has reported what it holds since the manager started.
+    pub reported: bool,
 }
 
 /// A tablet and its assignment.
@@ -43,6 +51,8 @@ pub struct TabletView {
     pub server: String,
     /// Its current epoch (0: never assigned under fencing).
     pub epoch: u64,
+    /// Live servers whose latest heartbeat reported holding it open.
+    pub holders: Vec<String>,
 }
 
 /// Everything a plan depends on.
@@ -107,6 +117,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             *n += 1;
         }
     }
+    let unreported = input
+        .servers
+        .iter()
+        .any(|s| !s.reported && !dead.contains(s.id.as_str()));
     let mut moves = Vec::new();
     // Where each tablet is after the moves so far.
     let mut at: Vec<(&str, u64)> = input
@@ -126,6 +140,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 });
                 at[i].1 = 1;
             }
+            continue;
+        }
+        if t.holders.iter().any(|h| load.contains_key(h.as_str())) || (t.epoch > 0 && unreported) {
+            // Withdrawn from a live server that has not let go yet, or a
+            // live server has not said yet what it holds (manager restart).
             continue;
         }
         match least_loaded(&load) {
@@ -151,7 +170,23 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             None => {}
         }
     }
-    // Balance: one tablet at a time from the most to the least loaded.
+    // Tablets withdrawn and not yet reassigned count for the least loaded
+    // servers they will go to, so balancing does not withdraw more.
+    let pending = input
+        .tablets
+        .iter()
+        .zip(&at)
+        .filter(|(t, (s, _))| {
+            s.is_empty() && t.holders.iter().any(|h| load.contains_key(h.as_str()))
+        })
+        .count();
+    for _ in 0..pending {
+        if let Some(min) = least_loaded(&load) {
+            *load.get_mut(min).expect("live") += 1;
+        }
+    }
+    // Balance: withdraw one tablet at a time from the most loaded server
+    // (it is reassigned once that server has let go of it).
     while let (Some(max), Some(min)) = (most_loaded(&load), least_loaded(&load)) {
         if load[max] <= load[min] + BALANCE_SLACK {
             break;
@@ -160,16 +195,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             break;
         };
         let t = &input.tablets[i];
-        let epoch = at[i].1 + 1;
-        // A tablet moved twice in one plan keeps one move, the last.
+        // A tablet changed twice in one plan keeps one change, the last.
         moves.retain(|m| !(m.table == t.table && m.index == t.index));
         moves.push(Move {
             table: t.table.clone(),
             index: t.index,
-            to: min.to_string(),
-            epoch,
+            to: String::new(),
+            epoch: at[i].1,
         });
-        at[i] = (min, epoch);
+        at[i] = ("", at[i].1);
         *load.get_mut(max).expect("live") -= 1;
         *load.get_mut(min).expect("live") += 1;
     }
@@ -204,6 +238,7 @@ mod tests {
             .map(|(id, ms)| ServerView {
                 id: id.to_string(),
                 silent_for: Duration::from_millis(*ms),
+                reported: true,
             })
             .collect()
     }
@@ -217,14 +252,28 @@ mod tests {
                 index: i,
                 server: s.to_string(),
                 epoch: 3,
+                holders: if s.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![s.to_string()]
+                },
             })
             .collect()
     }
 
+    /// Applies a plan; servers then hold exactly what they are assigned
+    /// (as after their next heartbeat).
     fn apply(t: &mut [TabletView], p: &Plan) {
         for m in &p.moves {
             t[m.index].server = m.to.clone();
             t[m.index].epoch = m.epoch;
+        }
+        for x in t.iter_mut() {
+            x.holders = if x.server.is_empty() {
+                Vec::new()
+            } else {
+                vec![x.server.clone()]
+            };
         }
     }
 
@@ -276,10 +325,23 @@ mod tests {
         let s = servers(&[("a", 0), ("b", 100), ("c", 100)]);
         let mut t = tablets(&["b", "c", "b", "c", "b", "c"]);
         let p = run(&s, &t, TICK);
-        // 3/3/0 becomes 2/2/2: exactly two moves, both to a.
+        // 3/3/0 becomes 2/2/2: exactly two tablets withdrawn...
         assert_eq!(p.moves.len(), 2, "{p:?}");
-        assert!(p.moves.iter().all(|m| m.to == "a" && m.epoch == 4));
+        assert!(p.moves.iter().all(|m| m.to.is_empty() && m.epoch == 3));
+        // ... and not reassigned while their old owners still hold them
+        // (they may serve reads under their leases until they close them).
+        let held = t.clone();
+        for m in &p.moves {
+            t[m.index].server.clear();
+        }
+        let waiting = run(&s, &t, TICK);
+        assert!(waiting.moves.is_empty(), "{waiting:?}");
+        t = held;
         apply(&mut t, &p);
+        let p2 = run(&s, &t, TICK);
+        assert_eq!(p2.moves.len(), 2, "{p2:?}");
+        assert!(p2.moves.iter().all(|m| m.to == "a" && m.epoch == 4));
+        apply(&mut t, &p2);
         assert_eq!(run(&s, &t, TICK), Plan::default());
         // Within the slack, nothing moves.
         let t = tablets(&["b", "c", "b", "c", "a"]);

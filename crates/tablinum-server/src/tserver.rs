@@ -117,6 +117,8 @@ pub struct Tserver {
     verifier: Arc<Verifier>,
     /// The read lease: until when, and for which (table, tablet, epoch).
     lease: Mutex<Lease>,
+    /// TLS of calls to the manager and other servers.
+    client_tls: Option<tablinum_client::ClientTls>,
     /// What this server presents to the manager and to other servers.
     secret: ClusterSecret,
 }
@@ -143,9 +145,13 @@ impl Tserver {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0)
         );
+        let client_tls = cfg.client_tls()?;
         let query_client = tablinum_client::AsyncClient::connect_lazy(
             &cfg.manager,
-            tablinum_client::ClientConfig::with_credential(Some(secret.credential())),
+            tablinum_client::ClientConfig {
+                tls: client_tls.clone(),
+                ..tablinum_client::ClientConfig::with_credential(Some(secret.credential()))
+            },
         )
         .map_err(|e| e.to_string())?;
         let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
@@ -163,6 +169,7 @@ impl Tserver {
             verifier,
             secret,
             lease: Mutex::new(Lease::default()),
+            client_tls,
         }))
     }
 
@@ -583,7 +590,7 @@ impl Tserver {
 
     /// Heartbeats every interval until `stop` fires.
     pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let ep = match tablinum_client::endpoint(&self.cfg.manager) {
+        let ep = match tablinum_client::endpoint(&self.cfg.manager, self.client_tls.as_ref()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(manager = %self.cfg.manager, error = %e, "bad manager address; not heartbeating");

@@ -82,6 +82,7 @@ impl TestCluster {
             heartbeat_timeout_ms: 2_000,
             cluster_secret_file: secret_file.clone(),
             admin_token_file: dir.join("admin.token"),
+            ..ManagerConfig::default()
         };
         let mut t = TserverConfig {
             storage: dir.join("storage"),
