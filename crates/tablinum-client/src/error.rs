@@ -74,11 +74,36 @@ pub(crate) fn retryable(s: &Status) -> bool {
 /// opening) or it never reached a server. UNKNOWN and CANCELLED (a
 /// connection that broke mid-request) do not: the write may have been
 /// applied, and sending it again could undo another client's later write.
+///
+/// UNAVAILABLE proves it only when a server said so ("tablet unavailable")
+/// or the connection was never made ("tcp connect error"): a connection
+/// lost after the request was sent (a keepalive timeout to a paused
+/// server, a reset) also reads UNAVAILABLE, and that write may have been
+/// applied.
 pub(crate) fn not_applied(s: &Status) -> bool {
-    matches!(
-        s.code(),
-        Code::FailedPrecondition | Code::Unavailable | Code::ResourceExhausted
-    )
+    match s.code() {
+        Code::FailedPrecondition | Code::ResourceExhausted => true,
+        Code::Unavailable => {
+            let m = s.message();
+            m.starts_with(SERVER_UNAVAILABLE_PREFIX) || m == CONNECT_FAILED_MESSAGE
+        }
+        _ => false,
+    }
+}
+
+/// How a tablet server's own UNAVAILABLE answers begin (opening, closed).
+pub const SERVER_UNAVAILABLE_PREFIX: &str = "tablet unavailable";
+/// tonic's message for a connection that could not be made.
+const CONNECT_FAILED_MESSAGE: &str = "tcp connect error";
+
+/// The error for a write whose failure does not prove it was not applied.
+pub(crate) fn write_outcome(s: Status) -> Error {
+    match s.code() {
+        Code::Unavailable | Code::Cancelled | Code::Unknown => {
+            Error::OutcomeUnknown(format!("{:?}: {}", s.code(), s.message()))
+        }
+        _ => s.into(),
+    }
 }
 
 impl From<Status> for Error {

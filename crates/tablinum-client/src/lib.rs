@@ -34,7 +34,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, SERVER_UNAVAILABLE_PREFIX};
 pub use tablinum_auth::{Credential, Role};
 
 /// A connection that adds the caller's credential to every call.
@@ -582,6 +582,12 @@ impl AsyncClient {
                 match call(self.tserver(&t.server)?, table_id).await {
                     Ok(v) => return Ok(v),
                     Err(s) if error::retryable(&s) && (idempotent || error::not_applied(&s)) => s,
+                    Err(s) if !idempotent => {
+                        // The server may be gone: look the tablet up again
+                        // on the next call.
+                        self.inner.tables.lock().remove(table);
+                        return Err(error::write_outcome(s));
+                    }
                     Err(s) => return Err(s.into()),
                 }
             };

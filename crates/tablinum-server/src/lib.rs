@@ -35,7 +35,10 @@ pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
     use tablinum_engine::Error as E;
     match e {
         E::InvalidArgument { .. } => Status::invalid_argument(e.to_string()),
-        E::Closed | E::Locked(_) => Status::unavailable(format!("tablet unavailable: {e}")),
+        E::Closed | E::Locked(_) => Status::unavailable(format!(
+            "{}: {e}",
+            tablinum_client::SERVER_UNAVAILABLE_PREFIX
+        )),
         E::Fenced {
             outcome_unknown: true,
             ..
