@@ -349,6 +349,24 @@ mod tests {
     }
 
     #[test]
+    fn after_a_manager_restart_withdrawn_tablets_wait_for_every_report() {
+        let mut s = servers(&[("a", 0), ("b", 0)]);
+        s[1].reported = false; // b has not said yet what it holds
+        let mut t = tablets(&["a", ""]);
+        t[1].epoch = 2; // assigned before: someone may still hold it
+        let p = run(&s, &t, TICK);
+        assert!(p.moves.is_empty(), "{p:?}");
+        s[1].reported = true;
+        let p = run(&s, &t, TICK);
+        assert_eq!(p.moves.len(), 1);
+        assert_eq!((p.moves[0].to.as_str(), p.moves[0].epoch), ("b", 3));
+        // A tablet never assigned needs no report.
+        s[1].reported = false;
+        t[1].epoch = 0;
+        assert_eq!(run(&s, &t, TICK).moves.len(), 1);
+    }
+
+    #[test]
     fn no_live_server_unassigns_and_legacy_tablets_get_epoch_one() {
         let s = servers(&[("a", 5_000)]);
         let t = tablets(&["a", ""]);
