@@ -146,6 +146,16 @@ impl Credits {
         st.ended || st.slots.get(slot).is_none_or(|c| c.cancelled)
     }
 
+    /// Whether the client ended its side while any of `open` (slots not
+    /// finished) was still wanted, i.e. not cancelled slot by slot.
+    pub fn abandoned(&self, open: &[usize]) -> bool {
+        let st = self.st.lock();
+        st.ended
+            && open
+                .iter()
+                .any(|&i| st.slots.get(i).is_some_and(|c| !c.cancelled))
+    }
+
     /// The client went away: every slot stops.
     pub fn end(&self) {
         self.st.lock().ended = true;
@@ -373,7 +383,10 @@ pub async fn produce(
     while !open.is_empty() {
         let ready = match credits.acquire(&open, ack_wait).await {
             Ok(r) => r,
-            Err(CreditError::Cancelled) => return,
+            Err(CreditError::Cancelled) => {
+                abandon(&credits, &open, &out).await;
+                return;
+            }
             Err(CreditError::AckTimeout) => {
                 metrics.ack_timeout();
                 let _ = out
@@ -466,6 +479,26 @@ pub async fn produce(
         if !msg.is_empty() && out.send(Ok(msg)).await.is_err() {
             return;
         }
+        if credits.abandoned(&open) {
+            abandon(&credits, &open, &out).await;
+            return;
+        }
         open.retain(|&j| !credits.cancelled(j));
+    }
+}
+
+/// Ends a stream whose caller ended its side with slots still wanted:
+/// CANCELLED, lest the end look like exhausted tablets.
+async fn abandon(
+    credits: &Credits,
+    open: &[usize],
+    out: &tokio::sync::mpsc::Sender<Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>>,
+) {
+    if credits.abandoned(open) {
+        let _ = out
+            .send(Err(tonic::Status::cancelled(
+                "the request stream ended before the scan finished",
+            )))
+            .await;
     }
 }

@@ -239,14 +239,19 @@ fn scan_many_keeps_a_window_per_slot() {
             more.push(m);
         }
         assert_eq!(count(&more), [0, 1]);
-        // Ending the request side ends the stream cleanly (no reset needed).
+        // Ending the request side ends the stream (no reset needed), and
+        // says CANCELLED: slot 1 was still wanted, so a clean end would
+        // look like an exhausted tablet.
         drop(tx);
         let t0 = Instant::now();
         loop {
             match s.message().await {
-                Ok(None) => break,
+                Ok(None) => panic!("the stream ended cleanly with slot 1 unfinished"),
                 Ok(Some(_)) => {}
-                Err(e) => panic!("the stream must end cleanly, got {e:?}"),
+                Err(e) => {
+                    assert_eq!(e.code(), Code::Cancelled, "{e:?}");
+                    break;
+                }
             }
             assert!(t0.elapsed() < Duration::from_secs(5));
         }
@@ -1032,4 +1037,43 @@ fn scan_streams_beyond_the_limit_are_refused_until_one_ends() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
+}
+
+#[test]
+fn a_scan_whose_request_side_closes_at_once_ends_cancelled_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    one_tablet_with_rows(&c, "rc", 500);
+    let addr = c.addr();
+    let (rows, end) = c.rt.block_on(async {
+        let start = ScanStart {
+            table: "rc".into(),
+            window: 1,
+            batch_rows: 10,
+            ..Default::default()
+        };
+        let (tx, mut s) = open_scan(&addr, start).await.unwrap();
+        drop(tx); // the request side ends right after the start message
+        let mut rows = 0;
+        let end = loop {
+            match tokio::time::timeout(Duration::from_secs(10), s.message()).await {
+                Ok(Ok(Some(b))) => {
+                    rows += b.rows.len();
+                    if b.last {
+                        break Ok(());
+                    }
+                }
+                Ok(Ok(None)) => break Err(Code::Ok),
+                Ok(Err(st)) => break Err(st.code()),
+                Err(_) => panic!("the stream neither ended nor failed"),
+            }
+        };
+        (rows, end)
+    });
+    // Either the whole tablet arrived (with its last batch), or the stream
+    // failed CANCELLED; never a clean end that looks like an empty tablet.
+    match end {
+        Ok(()) => assert_eq!(rows, 500),
+        Err(code) => assert_eq!(code, Code::Cancelled, "after {rows} rows"),
+    }
 }
