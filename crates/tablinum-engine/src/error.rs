@@ -56,7 +56,8 @@ pub enum Error {
         /// The version this build writes.
         supported: u32,
     },
-    /// Another process holds the store's lock file.
+    /// Another process holds the store's lock file, or (fenced stores) this
+    /// process has the store open already under the same epoch.
     Locked(PathBuf),
     /// A fenced store was claimed by an owner of a newer epoch: this one
     /// must stop. Returned by `open` (a newer owner exists already), by a
@@ -136,7 +137,11 @@ impl fmt::Display for Error {
                 file.display()
             ),
             Error::Locked(path) => {
-                write!(f, "store {} is locked by another process", path.display())
+                write!(
+                    f,
+                    "store {} is open already (locked by another process, or by this one under the same epoch)",
+                    path.display()
+                )
             }
             Error::Fenced {
                 dir,

@@ -20,8 +20,10 @@
 //! an object store). Never deletes a marker of an epoch at or above its
 //! own; never blocks.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
@@ -35,6 +37,15 @@ pub const EPOCH_MAX: u64 = (1 << 29) - 1;
 /// journal replay order) grow with the epoch.
 pub const EPOCH_ID_SHIFT: u32 = 32;
 
+/// The (store directory, epoch) pairs this process holds open. Markers
+/// fence other epochs, not a second open of the same epoch: without this,
+/// two handles of one owner could append to the same segment.
+/// Each entry maps to the claim that holds it, so releasing a closed
+/// claim never releases a later one of the same epoch.
+static OPEN: Mutex<Option<HashMap<(PathBuf, u64), u64>>> = Mutex::new(None);
+/// Numbers the claims of this process.
+static CLAIMS: AtomicU64 = AtomicU64::new(0);
+
 /// The epoch marker directory of a store and this owner's epoch.
 #[derive(Debug)]
 pub struct Fence {
@@ -42,13 +53,23 @@ pub struct Fence {
     store: PathBuf,
     epoch: u64,
     fenced: AtomicBool,
+    /// This claim's entry in [`OPEN`] and its number, released by
+    /// [`Fence::release`] or on drop.
+    held: ((PathBuf, u64), u64),
+}
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl Fence {
     /// Claims `store` for `epoch`: creates `fence/<epoch>` (a marker that
     /// exists already is ours from an earlier open of the same epoch) and
-    /// fails with [`Error::Fenced`] when a higher epoch has claimed it.
-    /// Removes markers of lower epochs.
+    /// fails with [`Error::Fenced`] when a higher epoch has claimed it, and
+    /// with [`Error::Locked`] when this process holds the same epoch open
+    /// already. Removes markers of lower epochs.
     pub fn claim(store: &Path, epoch: u64) -> Result<Fence> {
         if epoch == 0 || epoch > EPOCH_MAX {
             return Err(Error::invalid(
@@ -58,25 +79,44 @@ impl Fence {
         }
         let dir = store.join(FENCE_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create fence directory", &dir, e))?;
+        let key = (
+            std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf()),
+            epoch,
+        );
+        let claim = CLAIMS.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut open = OPEN
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let open = open.get_or_insert_with(HashMap::new);
+            if open.contains_key(&key) {
+                return Err(Error::Locked(store.to_path_buf()));
+            }
+            open.insert(key.clone(), claim);
+        }
+        let held = (key, claim);
+        // From here on, dropping `f` (on any error) releases the entry.
+        let f = Fence {
+            dir,
+            store: store.to_path_buf(),
+            epoch,
+            fenced: AtomicBool::new(false),
+            held,
+        };
+        let dir = &f.dir;
         let marker = dir.join(epoch.to_string());
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&marker)
         {
-            Ok(f) => f
+            Ok(m) => m
                 .sync_all()
                 .map_err(|e| Error::io("fsync fence marker", &marker, e))?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(Error::io("create fence marker", &marker, e)),
         }
-        crate::manifest::sync_dir(&dir)?;
-        let f = Fence {
-            dir,
-            store: store.to_path_buf(),
-            epoch,
-            fenced: AtomicBool::new(false),
-        };
+        crate::manifest::sync_dir(dir)?;
         f.check()?;
         for e in f.epochs()? {
             if e < epoch {
@@ -84,6 +124,19 @@ impl Fence {
             }
         }
         Ok(f)
+    }
+
+    /// Lets this process open the store again under the same epoch (the
+    /// store closed). Idempotent.
+    pub fn release(&self) {
+        let mut open = OPEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = open.as_mut() {
+            if m.get(&self.held.0) == Some(&self.held.1) {
+                m.remove(&self.held.0);
+            }
+        }
     }
 
     /// This owner's epoch.
@@ -170,18 +223,24 @@ mod tests {
             })
         ));
         assert!(a.is_fenced());
+        drop(a);
         // A stale owner cannot claim again.
         assert!(matches!(
             Fence::claim(d.path(), 5),
             Err(Error::Fenced { found: 6, .. })
         ));
-        // The same epoch reopens; lower markers are gone.
+        // The same epoch is not open twice in one process; once the first
+        // claim is gone it reopens, and lower markers are gone.
+        assert!(matches!(Fence::claim(d.path(), 6), Err(Error::Locked(_))));
+        let first_id = b.first_file_id();
+        let newer = b.is_newer(7 << 32) && !b.is_newer((6 << 32) + 5);
+        drop(b);
         let b2 = Fence::claim(d.path(), 6).unwrap();
         assert!(b2.check().is_ok());
         assert!(!d.path().join(FENCE_DIR).join("5").exists());
         assert!(Fence::claim(d.path(), 0).is_err());
         assert!(Fence::claim(d.path(), EPOCH_MAX + 1).is_err());
-        assert_eq!(b.first_file_id(), 6 << 32);
-        assert!(b.is_newer(7 << 32) && !b.is_newer((6 << 32) + 5));
+        assert_eq!(first_id, 6 << 32);
+        assert!(newer);
     }
 }

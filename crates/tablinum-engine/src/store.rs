@@ -2607,6 +2607,16 @@ impl Store {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        // Released once the rest of close is done, on every path.
+        struct Release<'a>(Option<&'a Fence>);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                if let Some(f) = self.0 {
+                    f.release();
+                }
+            }
+        }
+        let _release = Release(self.inner.fence.as_ref());
         if self.inner.fence.as_ref().is_some_and(Fence::is_fenced) {
             // A newer owner has the store: nothing here is this owner's to
             // persist, and failing to is no error.

@@ -147,3 +147,32 @@ fn an_old_owner_appending_after_the_seal_is_never_replayed() {
     assert_eq!(later.get(b"new").unwrap(), Some(b"1".to_vec()));
     later.close().unwrap();
 }
+
+/// Regression (CI, a tablet server's heartbeat raced its own open task):
+/// the same epoch opened twice in one process would append two writers to
+/// one segment. The second open is refused until the first closes.
+#[test]
+fn one_process_never_opens_the_same_epoch_twice() {
+    let d = tempfile::tempdir().unwrap();
+    let a = Store::open(d.path(), opts(4)).unwrap();
+    a.put(b"k", b"v").unwrap();
+    let e = Store::open(d.path(), opts(4)).err().unwrap();
+    assert!(matches!(e, Error::Locked(_)), "{e}");
+    assert!(e.to_string().contains("same epoch"), "{e}");
+    // Through another spelling of the same directory too.
+    let other = d.path().join(".");
+    assert!(matches!(
+        Store::open(&other, opts(4)).err().unwrap(),
+        Error::Locked(_)
+    ));
+    a.close().unwrap();
+    let b = Store::open(d.path(), opts(4)).unwrap();
+    assert_eq!(b.get(b"k").unwrap(), Some(b"v".to_vec()));
+    // Dropping the closed first handle releases nothing of the second's.
+    drop(a);
+    assert!(matches!(
+        Store::open(d.path(), opts(4)).err().unwrap(),
+        Error::Locked(_)
+    ));
+    b.close().unwrap();
+}

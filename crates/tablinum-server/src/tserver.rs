@@ -525,20 +525,24 @@ impl Tserver {
             .await;
         }
         // Open what is newly ours, concurrently.
-        let open: HashSet<(u64, u64, u64)> = {
-            let m = self.tablets.read();
-            m.values()
-                .flatten()
-                .map(|t| (t.table_id, t.id, t.epoch))
-                .collect()
-        };
         for a in resp.assignments {
             let k = (a.table_id, a.tablet_id, a.epoch);
             if a.epoch == 0 {
                 continue; // not yet fenced by the manager: next heartbeat
             }
-            if open.contains(&k) || !self.opening.lock().insert(k) {
-                continue;
+            {
+                // Under `opening`, then `tablets`: an open task inserts its
+                // tablet before it leaves `opening`, so a tablet is seen in
+                // one or the other and never opened twice.
+                let mut opening = self.opening.lock();
+                let open = self
+                    .tablets
+                    .read()
+                    .get(&a.table)
+                    .is_some_and(|v| v.iter().any(|t| (t.table_id, t.id, t.epoch) == k));
+                if open || !opening.insert(k) {
+                    continue;
+                }
             }
             let me = self.clone();
             tokio::task::spawn_blocking(move || {
