@@ -51,6 +51,8 @@ struct Shared {
     acks: Mutex<Option<UnboundedSender<SlotAck>>>,
     /// Slots not yet ended or cancelled; at zero the request side closes.
     open: AtomicUsize,
+    /// Batches the whole query consumed (shared by all its streams).
+    progress: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -80,6 +82,9 @@ struct RequestStream {
     start: Option<ScanManyClientMessage>,
     rx: UnboundedReceiver<SlotAck>,
     keepalive: tokio::time::Interval,
+    /// Batches the query consumed from all its sources: keepalives carry
+    /// it, so a server sees progress made on other servers' tablets.
+    progress: Arc<AtomicU64>,
 }
 
 impl tokio_stream::Stream for RequestStream {
@@ -96,13 +101,16 @@ impl tokio_stream::Stream for RequestStream {
                     acks.push(a);
                 }
                 Poll::Ready(Some(ScanManyClientMessage {
-                    msg: Some(Msg::Acks(ScanManyAcks { acks })),
+                    msg: Some(Msg::Acks(ScanManyAcks { acks, progress: 0 })),
                 }))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.keepalive.poll_tick(cx) {
                 Poll::Ready(_) => Poll::Ready(Some(ScanManyClientMessage {
-                    msg: Some(Msg::Acks(ScanManyAcks { acks: Vec::new() })),
+                    msg: Some(Msg::Acks(ScanManyAcks {
+                        acks: Vec::new(),
+                        progress: self.progress.load(Ordering::Relaxed),
+                    })),
                 })),
                 Poll::Pending => Poll::Pending,
             },
@@ -141,6 +149,7 @@ pub(crate) fn open_many(
     starts: Vec<ScanStart>,
     index: bool,
     idle: Duration,
+    progress: Arc<AtomicU64>,
 ) -> Vec<GrpcSource> {
     let n = starts.len();
     let windows: Vec<u32> = starts.iter().map(|s| s.window).collect();
@@ -148,6 +157,7 @@ pub(crate) fn open_many(
     let shared = Arc::new(Shared {
         acks: Mutex::new(Some(ack_tx)),
         open: AtomicUsize::new(n),
+        progress: progress.clone(),
     });
     let request = RequestStream {
         start: Some(ScanManyClientMessage {
@@ -160,6 +170,7 @@ pub(crate) fn open_many(
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             i
         },
+        progress,
     };
     let mut txs = Vec::with_capacity(n);
     let mut sources = Vec::with_capacity(n);
@@ -320,6 +331,7 @@ impl BatchSource for GrpcSource {
     }
 
     fn ack(&self) {
+        self.shared.progress.fetch_add(1, Ordering::Relaxed);
         if !self.closed.load(Ordering::Acquire) {
             self.shared.send(SlotAck {
                 slot: self.slot,

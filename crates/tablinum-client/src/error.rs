@@ -33,6 +33,11 @@ pub enum Error {
     /// applied. Never retried, since applying it again could undo a later
     /// write of another client.
     OutcomeUnknown(String),
+    /// A server refused the call at once because one of its limits was
+    /// reached (scan streams, a caller's streams, tablet scans); the
+    /// message names the limit. Nothing was changed. Not retried: a client
+    /// that waited would hold its caller for the whole retry deadline.
+    Busy(String),
 }
 
 impl fmt::Display for Error {
@@ -48,6 +53,7 @@ impl fmt::Display for Error {
             Error::Unauthenticated(m) => write!(f, "not authenticated: {m}"),
             Error::PermissionDenied(m) => write!(f, "permission denied: {m}"),
             Error::OutcomeUnknown(m) => write!(f, "outcome unknown: {m}"),
+            Error::Busy(m) => write!(f, "server busy: {m}"),
         }
     }
 }
@@ -61,11 +67,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub(crate) fn retryable(s: &Status) -> bool {
     matches!(
         s.code(),
-        Code::FailedPrecondition
-            | Code::Unavailable
-            | Code::Unknown
-            | Code::Cancelled
-            | Code::ResourceExhausted
+        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled
     )
 }
 
@@ -113,10 +115,8 @@ impl From<Status> for Error {
             Code::InvalidArgument | Code::OutOfRange => Error::InvalidArgument(m),
             Code::NotFound => Error::NotFound(m),
             Code::AlreadyExists => Error::AlreadyExists(m),
-            Code::FailedPrecondition
-            | Code::Unavailable
-            | Code::Cancelled
-            | Code::ResourceExhausted => Error::Unavailable(m),
+            Code::FailedPrecondition | Code::Unavailable | Code::Cancelled => Error::Unavailable(m),
+            Code::ResourceExhausted => Error::Busy(m),
             Code::DeadlineExceeded => Error::Timeout(m),
             Code::Unauthenticated => Error::Unauthenticated(m),
             Code::PermissionDenied => Error::PermissionDenied(m),

@@ -843,6 +843,7 @@ impl AsyncClient {
             }
         }
         let mut sources = Vec::with_capacity(tablets.len());
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         for (server, starts) in by_server {
             let ch = self.transport(server).map_err(QueryFailure::Client)?;
             sources.extend(coordinator::open_many(
@@ -851,6 +852,7 @@ impl AsyncClient {
                 starts,
                 q.index.is_some(),
                 self.inner.cfg.idle_timeout,
+                progress.clone(),
             ));
         }
         let mq = MergeQuery {

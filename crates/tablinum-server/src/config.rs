@@ -32,9 +32,23 @@ pub const BATCH_BYTES_MAX: u64 = 8 << 20;
 /// A scan producer that hears nothing from its consumer (no ack, no
 /// keepalive) for this long gives up, ms.
 pub const ACK_WAIT_TIMEOUT_MS_DEFAULT: u64 = tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT;
-/// Scan streams (Scan or ScanMany) one tablet server runs at once; more are
-/// refused with RESOURCE_EXHAUSTED (clients retry with backoff).
+/// Scan streams (Scan, ScanMany or Query) one tablet server runs at once;
+/// more are refused at once with RESOURCE_EXHAUSTED naming the limit.
 pub const SCAN_STREAMS_MAX_DEFAULT: usize = 512;
+/// Scan streams one caller (one client token) runs at once on one tablet
+/// server, so one client cannot take every stream slot from the others.
+/// Cluster members (a server running a thin client's Query) are not
+/// counted: the Query they serve is, against its caller.
+pub const SCAN_STREAMS_PER_CALLER_MAX_DEFAULT: usize = 128;
+/// Tablet scans (ScanMany slots; a Scan is one) one tablet server runs at
+/// once: a ScanMany of 4,096 slots counts 4,096.
+pub const SCAN_SLOTS_MAX_DEFAULT: usize = 16_384;
+/// Bytes of unacknowledged batches one scan stream may hold, across its
+/// slots (a stream holding none may always send one batch).
+pub const STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 64 << 20;
+/// Bytes of unacknowledged scan batches one tablet server holds at most,
+/// across all streams; streams wait for acks beyond it.
+pub const SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 512 << 20;
 /// Memtable of one tablet, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
 /// Block cache of one tablet, MiB.
@@ -212,6 +226,14 @@ pub struct TserverConfig {
     pub ack_wait_timeout_ms: u64,
     /// Scan streams running at once, at most.
     pub scan_streams_max: usize,
+    /// Scan streams of one caller (token) running at once, at most.
+    pub scan_streams_per_caller_max: usize,
+    /// Tablet scans (ScanMany slots) running at once, at most.
+    pub scan_slots_max: usize,
+    /// Bytes of unacknowledged batches per scan stream, at most.
+    pub stream_bytes_in_flight_max: u64,
+    /// Bytes of unacknowledged scan batches on this server, at most.
+    pub scan_bytes_in_flight_max: u64,
     /// Memtable of each tablet, MiB.
     pub tablet_memtable_mib: u64,
     /// Block cache of each tablet, MiB.
@@ -247,6 +269,10 @@ impl Default for TserverConfig {
             batch_bytes: BATCH_BYTES_DEFAULT,
             ack_wait_timeout_ms: ACK_WAIT_TIMEOUT_MS_DEFAULT,
             scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
+            scan_streams_per_caller_max: SCAN_STREAMS_PER_CALLER_MAX_DEFAULT,
+            scan_slots_max: SCAN_SLOTS_MAX_DEFAULT,
+            stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
+            scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
             tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
@@ -296,8 +322,31 @@ impl TserverConfig {
                 self.batch_bytes
             ));
         }
-        if self.scan_streams_max == 0 {
-            return Err("scan_streams_max must be at least 1".into());
+        for (name, v) in [
+            ("scan_streams_max", self.scan_streams_max as u64),
+            (
+                "scan_streams_per_caller_max",
+                self.scan_streams_per_caller_max as u64,
+            ),
+            ("scan_slots_max", self.scan_slots_max as u64),
+            (
+                "stream_bytes_in_flight_max",
+                self.stream_bytes_in_flight_max,
+            ),
+            ("scan_bytes_in_flight_max", self.scan_bytes_in_flight_max),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        // Tokio's semaphores hold at most usize::MAX >> 3 permits.
+        if self.scan_slots_max > tokio::sync::Semaphore::MAX_PERMITS
+            || self.scan_streams_max > tokio::sync::Semaphore::MAX_PERMITS
+        {
+            return Err(format!(
+                "scan_slots_max and scan_streams_max must be at most {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            ));
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
         {

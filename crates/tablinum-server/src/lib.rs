@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod http;
+pub mod listen;
 pub mod manager;
 pub mod placement;
 pub mod scan;
@@ -61,6 +62,7 @@ pub fn status_from_client(e: tablinum_client::Error) -> Status {
         E::Unauthenticated(m) => Status::unauthenticated(m),
         E::PermissionDenied(m) => Status::permission_denied(m),
         E::OutcomeUnknown(m) => Status::unknown(m),
+        E::Busy(m) => Status::resource_exhausted(m),
     }
 }
 
@@ -210,22 +212,16 @@ pub async fn start(
     tasks.push(tokio::spawn(async move {
         let r = builder
             .tcp_nodelay(true)
+            .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
             .add_optional_service(msvc)
             .add_optional_service(tsvc)
             .serve_with_incoming_shutdown(
                 // The builder's tcp_nodelay applies only to sockets tonic
-                // accepts itself. Without it, Nagle holds each small scan
-                // batch until the peer's delayed ACK (~40 ms per window
-                // turn; measured: 28 ms per acknowledgement round trip).
-                tokio_stream::StreamExt::map(
-                    tokio_stream::wrappers::TcpListenerStream::new(grpc_l),
-                    |s| {
-                        if let Ok(sock) = &s {
-                            let _ = sock.set_nodelay(true);
-                        }
-                        s
-                    },
-                ),
+                // accepts itself; `listen` sets it (without it, Nagle held
+                // each small scan batch until the peer's delayed ACK:
+                // 28 ms per acknowledgement round trip) and applies the
+                // connection limits.
+                listen::incoming(grpc_l),
                 async move {
                     let _ = stop_grpc.changed().await;
                 },
@@ -242,6 +238,26 @@ pub async fn start(
         stop,
         tasks,
     })
+}
+
+/// A request message that does not decode is the caller's fault: tonic
+/// answers INTERNAL ("failed to decode Protobuf message"), which the API
+/// reserves for storage failures, so it becomes INVALID_ARGUMENT with the
+/// same message.
+fn undecodable_is_bad_input<B>(mut r: ::http::Response<B>) -> ::http::Response<B> {
+    let h = r.headers();
+    let internal = h.get("grpc-status").is_some_and(|v| v == "13");
+    let decode = h
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| m.contains("failed%20to%20decode") || m.contains("failed to decode"));
+    if internal && decode {
+        r.headers_mut().insert(
+            "grpc-status",
+            ::http::HeaderValue::from_static("3"), // INVALID_ARGUMENT
+        );
+    }
+    r
 }
 
 /// The cluster secret of this process: the manager's (created if missing)

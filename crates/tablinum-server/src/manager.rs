@@ -871,7 +871,7 @@ impl ManagerRpc for ManagerService {
             let by_id: HashMap<u64, String> =
                 st.tables.values().map(|t| (t.id, t.name.clone())).collect();
             let mut dirty: Vec<String> = Vec::new();
-            for h in &hb.tablets {
+            for h in hb.tablets.iter().filter(|h| !h.opening) {
                 let Some(name) = by_id.get(&h.table_id) else {
                     continue;
                 };

@@ -2,15 +2,19 @@
 //!
 //! Owns the credit windows of a stream's slots (one slot per tablet scan:
 //! at most `window` unacknowledged batches in flight per slot; each ack
-//! returns credit and may change the window or cancel the slot), the
-//! ack-wait timeout, the cursor that reads one tablet's objects or index
-//! entries in batches bounded by rows and bytes, and [`produce`], the one
-//! producer loop behind both `Scan` (one slot) and `ScanMany` (many slots
-//! on one gRPC stream). A stream whose client went away stops at its next
-//! credit check. Never reads a batch the window does not allow.
+//! returns credit and may change the window or cancel the slot), the bytes
+//! those batches hold (per stream and, through [`ByteBudget`], per server),
+//! the idle rule (a stream that holds unacknowledged batches and makes no
+//! progress for the ack-wait timeout ends), the cursor that reads one
+//! tablet's objects or index entries in batches bounded by rows and bytes,
+//! and [`produce`], the one producer loop behind both `Scan` (one slot) and
+//! `ScanMany` (many slots on one gRPC stream). A stream whose client went
+//! away stops at its next credit check. Never reads a batch the window or
+//! the byte budgets do not allow.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +23,56 @@ use tablinum_engine::{HeadIter, ObjectIter, Store};
 use tablinum_proto::v1::Row;
 use tokio::sync::Notify;
 
+/// Bytes of unacknowledged scan batches one server holds at most, across
+/// all its streams: a stream waits for credit while the total is at or
+/// over the limit (each stream may overshoot it by the batch it is
+/// sending, at most `batch_bytes`).
+#[derive(Debug)]
+pub struct ByteBudget {
+    used: AtomicUsize,
+    max: usize,
+    freed: Notify,
+}
+
+impl ByteBudget {
+    /// A budget of `max` bytes.
+    pub fn new(max: usize) -> Arc<ByteBudget> {
+        Arc::new(ByteBudget {
+            used: AtomicUsize::new(0),
+            max,
+            freed: Notify::new(),
+        })
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    fn full(&self) -> bool {
+        self.used() >= self.max
+    }
+
+    fn charge(&self, n: usize) {
+        self.used.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn refund(&self, n: usize) {
+        if n > 0 {
+            self.used.fetch_sub(n, Ordering::AcqRel);
+            self.freed.notify_waiters();
+        }
+    }
+}
+
 /// Credit of one slot (one tablet scan) of a stream.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct SlotCredit {
     window: u32,
     in_flight: u32,
     cancelled: bool,
+    /// Bytes of each batch sent and not yet acknowledged, oldest first.
+    sizes: VecDeque<usize>,
 }
 
 #[derive(Debug)]
@@ -32,8 +80,16 @@ struct CreditState {
     slots: Vec<SlotCredit>,
     /// The client ended the request stream: every slot is cancelled.
     ended: bool,
-    /// When the client last sent anything (an ack or a keepalive).
-    last_heard: tokio::time::Instant,
+    /// The client broke the protocol; the stream ends with this message.
+    invalid: Option<String>,
+    /// Bytes of all unacknowledged batches of this stream.
+    bytes_in_flight: usize,
+    /// The highest query-wide progress a keepalive reported (rows).
+    progress: u64,
+    /// When the client last made progress: acknowledged a batch, cancelled
+    /// a slot, or reported a higher progress in a keepalive. A message
+    /// that does none of these (an empty ack) does not count.
+    last_progress: tokio::time::Instant,
 }
 
 /// The windows of one stream's slots, shared by the producer and the task
@@ -42,6 +98,10 @@ struct CreditState {
 pub struct Credits {
     st: Mutex<CreditState>,
     notify: Notify,
+    /// Bytes of unacknowledged batches this stream may hold (it may always
+    /// send one batch when it holds none).
+    stream_bytes_max: usize,
+    server: Arc<ByteBudget>,
 }
 
 /// Why a producer stopped waiting.
@@ -49,13 +109,17 @@ pub struct Credits {
 pub enum CreditError {
     /// The client cancelled or went away.
     Cancelled,
-    /// No acknowledgement within the ack-wait timeout.
+    /// Batches stayed unacknowledged, with no progress, for the ack-wait
+    /// timeout.
     AckTimeout,
+    /// The client sent something the protocol does not allow.
+    Invalid(String),
 }
 
 impl Credits {
-    /// One window per slot, batches.
-    pub fn new(windows: &[u32]) -> Arc<Credits> {
+    /// One window per slot, batches; at most `stream_bytes_max` bytes of
+    /// unacknowledged batches, drawn from the server's `server` budget.
+    pub fn new(windows: &[u32], stream_bytes_max: usize, server: Arc<ByteBudget>) -> Arc<Credits> {
         Arc::new(Credits {
             st: Mutex::new(CreditState {
                 slots: windows
@@ -64,21 +128,34 @@ impl Credits {
                         window: w.max(1),
                         in_flight: 0,
                         cancelled: false,
+                        sizes: VecDeque::new(),
                     })
                     .collect(),
                 ended: false,
-                last_heard: tokio::time::Instant::now(),
+                invalid: None,
+                bytes_in_flight: 0,
+                progress: 0,
+                last_progress: tokio::time::Instant::now(),
             }),
             notify: Notify::new(),
+            stream_bytes_max,
+            server,
         })
     }
 
+    /// Whether the byte budgets let this stream send another batch now.
+    fn bytes_allow(&self, st: &CreditState) -> bool {
+        !self.server.full()
+            && (st.bytes_in_flight == 0 || st.bytes_in_flight < self.stream_bytes_max)
+    }
+
     /// Takes all the credit of every slot in `wanted` that has some,
-    /// waiting until at least one has. Gives up with `AckTimeout` when the
-    /// client has sent nothing (no ack, no keepalive) for `timeout`: a
-    /// consumer that is alive but not yet reading this server's slots keeps
-    /// the stream open with keepalives. Returns the slots that got credit
-    /// with the batches each may send now.
+    /// waiting until at least one has and the byte budgets allow a batch.
+    /// Gives up with `AckTimeout` when the stream holds unacknowledged
+    /// batches and the client has made no progress for `timeout` (a
+    /// consumer busy with another server's tablets reports its query's
+    /// progress in keepalives). Returns the slots that got credit with the
+    /// batches each may send now.
     pub async fn acquire(
         &self,
         wanted: &[usize],
@@ -88,55 +165,137 @@ impl Credits {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let freed = self.server.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
             let deadline;
             {
                 let mut st = self.st.lock();
-                deadline = st.last_heard + timeout;
+                if let Some(m) = &st.invalid {
+                    return Err(CreditError::Invalid(m.clone()));
+                }
                 if st.ended {
                     return Err(CreditError::Cancelled);
-                }
-                let mut got = Vec::new();
-                for &i in wanted {
-                    let c = &mut st.slots[i];
-                    if !c.cancelled && c.in_flight < c.window {
-                        got.push((i, c.window - c.in_flight));
-                        c.in_flight = c.window;
-                    }
-                }
-                if !got.is_empty() {
-                    return Ok(got);
                 }
                 if wanted.iter().all(|&i| st.slots[i].cancelled) {
                     return Err(CreditError::Cancelled);
                 }
+                if self.bytes_allow(&st) {
+                    let mut got = Vec::new();
+                    for &i in wanted {
+                        let c = &mut st.slots[i];
+                        if !c.cancelled && c.in_flight < c.window {
+                            got.push((i, c.window - c.in_flight));
+                            c.in_flight = c.window;
+                        }
+                    }
+                    if !got.is_empty() {
+                        return Ok(got);
+                    }
+                }
+                // Only a stream that holds batches can be idle: one that
+                // waits for the server's budget holds nothing.
+                let holding = st.slots.iter().any(|c| c.in_flight > 0);
+                deadline = holding.then_some(st.last_progress + timeout);
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err()
-                && self.st.lock().last_heard + timeout <= tokio::time::Instant::now()
-            {
-                return Err(CreditError::AckTimeout);
+            let timed_out = match deadline {
+                Some(d) => tokio::select! {
+                    _ = &mut notified => false,
+                    _ = &mut freed => false,
+                    _ = tokio::time::sleep_until(d) => true,
+                },
+                None => {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = &mut freed => {}
+                    }
+                    false
+                }
+            };
+            if timed_out {
+                let st = self.st.lock();
+                if st.slots.iter().any(|c| c.in_flight > 0)
+                    && st.last_progress + timeout <= tokio::time::Instant::now()
+                {
+                    return Err(CreditError::AckTimeout);
+                }
             }
         }
     }
 
+    /// Whether the byte budgets let this stream send one more batch in the
+    /// current round.
+    pub fn may_send(&self) -> bool {
+        self.bytes_allow(&self.st.lock())
+    }
+
+    /// Gives back `batches` of credit `slot` took but did not use.
+    pub fn unspend(&self, slot: usize, batches: u32) {
+        if let Some(c) = self.st.lock().slots.get_mut(slot) {
+            c.in_flight = c.in_flight.saturating_sub(batches);
+        }
+    }
+
+    /// A batch of `bytes` went out for `slot`: it holds them until acked.
+    pub fn sent(&self, slot: usize, bytes: usize) {
+        let mut st = self.st.lock();
+        if let Some(c) = st.slots.get_mut(slot) {
+            c.sizes.push_back(bytes);
+            st.bytes_in_flight += bytes;
+            self.server.charge(bytes);
+        }
+    }
+
     /// The client consumed `batches` of `slot`; a non-zero `window` replaces
-    /// its window; `cancel` stops it. Unknown slots are ignored.
+    /// its window; `cancel` stops it. Unknown slots are ignored; a window
+    /// over [`tablinum_proto::WINDOW_BATCHES_MAX`] ends the stream with
+    /// INVALID_ARGUMENT.
     pub fn ack(&self, slot: usize, batches: u32, window: u32, cancel: bool) {
         let mut st = self.st.lock();
-        st.last_heard = tokio::time::Instant::now();
-        if let Some(c) = st.slots.get_mut(slot) {
+        if window > tablinum_proto::WINDOW_BATCHES_MAX {
+            st.invalid = Some(format!(
+                "ack of slot {slot}: window {window} is out of range 1..={}",
+                tablinum_proto::WINDOW_BATCHES_MAX
+            ));
+        } else if let Some(c) = st.slots.get_mut(slot) {
+            let was = c.in_flight;
             c.in_flight = c.in_flight.saturating_sub(batches);
-            if window > 0 {
-                c.window = window.min(tablinum_proto::WINDOW_BATCHES_MAX);
+            let mut freed = 0;
+            for _ in 0..batches {
+                match c.sizes.pop_front() {
+                    Some(b) => freed += b,
+                    None => break,
+                }
             }
+            if window > 0 {
+                c.window = window;
+            }
+            let progressed = (batches > 0 && was > 0) || (cancel && !c.cancelled);
             c.cancelled |= cancel;
+            if c.cancelled {
+                // A cancelled slot's batches will never be acked.
+                freed += c.sizes.drain(..).sum::<usize>();
+            }
+            st.bytes_in_flight -= freed;
+            self.server.refund(freed);
+            if progressed {
+                st.last_progress = tokio::time::Instant::now();
+            }
         }
         drop(st);
         self.notify.notify_waiters();
     }
 
-    /// The client sent something (a keepalive): it is alive.
-    pub fn touch(&self) {
-        self.st.lock().last_heard = tokio::time::Instant::now();
+    /// A keepalive reporting the query's `progress` (rows its merge has
+    /// taken from all its sources): a higher value than before counts as
+    /// progress, the same value does not.
+    pub fn keepalive(&self, progress: u64) {
+        let mut st = self.st.lock();
+        if progress > st.progress {
+            st.progress = progress;
+            st.last_progress = tokio::time::Instant::now();
+        }
+        drop(st);
         self.notify.notify_waiters();
     }
 
@@ -160,6 +319,18 @@ impl Credits {
     pub fn end(&self) {
         self.st.lock().ended = true;
         self.notify.notify_waiters();
+    }
+
+    /// Bytes of this stream's unacknowledged batches.
+    pub fn bytes_in_flight(&self) -> usize {
+        self.st.lock().bytes_in_flight
+    }
+}
+
+impl Drop for Credits {
+    fn drop(&mut self) {
+        // The stream is over: whatever it held goes back to the server.
+        self.server.refund(self.st.get_mut().bytes_in_flight);
     }
 }
 
@@ -391,10 +562,15 @@ pub async fn produce(
                 metrics.ack_timeout();
                 let _ = out
                     .send(Err(tonic::Status::deadline_exceeded(format!(
-                        "no acknowledgement within the ack-wait timeout of {} ms",
+                        "no progress (no batch acknowledged, no query progress reported) \
+                         within the ack-wait timeout of {} ms",
                         ack_wait.as_millis()
                     ))))
                     .await;
+                return;
+            }
+            Err(CreditError::Invalid(m)) => {
+                let _ = out.send(Err(tonic::Status::invalid_argument(m))).await;
                 return;
             }
         };
@@ -402,14 +578,25 @@ pub async fn produce(
         let mut msg_bytes = 0usize;
         // Every batch the credit allows, slot by slot: the first round
         // delivers each slot's whole initial window, so the merge does not
-        // stall on batches the server simply had not produced yet.
-        let work = ready
-            .into_iter()
-            .flat_map(|(i, n)| std::iter::repeat_n(i, n as usize));
-        for i in work {
+        // stall on batches the server simply had not produced yet. Credit
+        // the byte budgets stop is given back.
+        let mut work: VecDeque<(usize, u32)> = ready.into();
+        while let Some((i, n)) = work.pop_front() {
+            if n == 0 {
+                continue;
+            }
+            if !credits.may_send() {
+                credits.unspend(i, n);
+                for (j, m) in work.drain(..) {
+                    credits.unspend(j, m);
+                }
+                break;
+            }
+            work.push_front((i, n - 1));
             if done[i] || credits.cancelled(i) {
                 // Its last batch went out earlier in this round, or the
                 // client no longer wants it: read nothing more for it.
+                work.pop_front();
                 continue;
             }
             let slot = &mut slots[i];
@@ -456,6 +643,7 @@ pub async fn produce(
             }
             metrics.batch_sent(rows.len());
             let batch_bytes: usize = rows.iter().map(row_bytes).sum();
+            credits.sent(i, batch_bytes);
             if !msg.is_empty() && msg_bytes + batch_bytes > MESSAGE_BYTES_BUDGET {
                 if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
                     return;

@@ -33,7 +33,7 @@ use tablinum_proto::v1::{
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Role, Verifier};
+use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Principal, Role, Verifier};
 
 use crate::config::TserverConfig;
 use crate::scan::{produce, Credits, Cursor, ProducerMetrics, Slot};
@@ -90,6 +90,32 @@ pub struct TserverMetrics {
     pub tablets_opened: AtomicU64,
 }
 
+/// What an admitted scan stream holds until it ends: its stream permit,
+/// its tablet-scan permits and its place in its caller's count.
+pub(crate) struct ScanTicket {
+    _stream: tokio::sync::OwnedSemaphorePermit,
+    _slots: tokio::sync::OwnedSemaphorePermit,
+    _caller: Option<CallerGuard>,
+}
+
+/// One running stream of a caller; leaves the count when dropped.
+struct CallerGuard {
+    map: Arc<Mutex<HashMap<String, usize>>>,
+    id: String,
+}
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        let mut m = self.map.lock();
+        if let Some(n) = m.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.id);
+            }
+        }
+    }
+}
+
 /// The read lease of the latest heartbeat answer.
 #[derive(Debug, Default)]
 struct Lease {
@@ -112,6 +138,12 @@ pub struct Tserver {
     pub metrics: TserverMetrics,
     /// One permit per running scan stream (`scan_streams_max`).
     scan_permits: Arc<tokio::sync::Semaphore>,
+    /// One permit per running tablet scan (`scan_slots_max`).
+    slot_permits: Arc<tokio::sync::Semaphore>,
+    /// Running scan streams per caller (token id).
+    caller_streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// Bytes of unacknowledged scan batches (`scan_bytes_in_flight_max`).
+    scan_bytes: Arc<crate::scan::ByteBudget>,
     query_client: tablinum_client::AsyncClient,
     /// Checks every caller; its tokens come with heartbeat answers.
     verifier: Arc<Verifier>,
@@ -155,6 +187,10 @@ impl Tserver {
         )
         .map_err(|e| e.to_string())?;
         let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
+        let slot_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_slots_max));
+        let scan_bytes = crate::scan::ByteBudget::new(
+            usize::try_from(cfg.scan_bytes_in_flight_max).unwrap_or(usize::MAX),
+        );
         Ok(Arc::new(Tserver {
             cfg,
             id,
@@ -165,6 +201,9 @@ impl Tserver {
             assigned: Mutex::new(HashSet::new()),
             metrics: TserverMetrics::default(),
             scan_permits,
+            slot_permits,
+            caller_streams: Arc::new(Mutex::new(HashMap::new())),
+            scan_bytes,
             query_client,
             verifier,
             secret,
@@ -176,6 +215,11 @@ impl Tserver {
     /// This server's id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Bytes of unacknowledged scan batches this server holds now.
+    pub fn scan_bytes_in_flight(&self) -> usize {
+        self.scan_bytes.used()
     }
 
     /// Tablets open now, as (table, tablet id, start, end).
@@ -410,14 +454,66 @@ impl Tserver {
         self.refuse(status_from_engine(e))
     }
 
-    /// A permit for one more scan stream, or RESOURCE_EXHAUSTED.
-    fn scan_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
-        self.scan_permits.clone().try_acquire_owned().map_err(|_| {
-            self.refuse(Status::resource_exhausted(format!(
+    /// Admits one more scan stream of `slots` tablet scans for `caller`,
+    /// or refuses it at once with RESOURCE_EXHAUSTED naming the limit: the
+    /// server's streams (`scan_streams_max`), the caller's
+    /// (`scan_streams_per_caller_max`; cluster members are not counted) and
+    /// the server's tablet scans (`scan_slots_max`).
+    fn admit(&self, caller: &Principal, slots: usize) -> Result<ScanTicket, Status> {
+        let exhausted = |what: String| self.refuse(Status::resource_exhausted(what));
+        let stream = self.scan_permits.clone().try_acquire_owned().map_err(|_| {
+            exhausted(format!(
                 "{} scan streams are running on {}; the limit is scan_streams_max = {}",
                 self.cfg.scan_streams_max, self.address, self.cfg.scan_streams_max
-            )))
+            ))
+        })?;
+        let caller = match caller {
+            Principal::Token { id, .. } => {
+                let mut m = self.caller_streams.lock();
+                let n = m.entry(id.clone()).or_default();
+                if *n >= self.cfg.scan_streams_per_caller_max {
+                    return Err(exhausted(format!(
+                        "token {id} runs {n} scan streams on {}; the limit is \
+                         scan_streams_per_caller_max = {}",
+                        self.address, self.cfg.scan_streams_per_caller_max
+                    )));
+                }
+                *n += 1;
+                Some(CallerGuard {
+                    map: self.caller_streams.clone(),
+                    id: id.clone(),
+                })
+            }
+            Principal::Cluster => None,
+        };
+        let n = u32::try_from(slots).unwrap_or(u32::MAX);
+        let slots = self
+            .slot_permits
+            .clone()
+            .try_acquire_many_owned(n)
+            .map_err(|_| {
+                exhausted(format!(
+                    "{} more tablet scans would pass scan_slots_max = {} on {} ({} running)",
+                    n,
+                    self.cfg.scan_slots_max,
+                    self.address,
+                    self.cfg.scan_slots_max - self.slot_permits.available_permits()
+                ))
+            })?;
+        Ok(ScanTicket {
+            _stream: stream,
+            _slots: slots,
+            _caller: caller,
         })
+    }
+
+    /// Credits for a stream of `windows`, under this server's byte limits.
+    fn credits(&self, windows: &[u32]) -> Arc<Credits> {
+        Credits::new(
+            windows,
+            usize::try_from(self.cfg.stream_bytes_in_flight_max).unwrap_or(usize::MAX),
+            self.scan_bytes.clone(),
+        )
     }
 
     /// Runs the producer of `slots` on its own task, holding `permit` until
@@ -426,7 +522,7 @@ impl Tserver {
         self: &Arc<Self>,
         slots: Vec<Slot>,
         credits: Arc<Credits>,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: ScanTicket,
     ) -> tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>> {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
@@ -447,7 +543,12 @@ impl Tserver {
         self: &Arc<Self>,
         mgr: &mut ManagerClient<tablinum_client::Transport>,
     ) -> Result<(), Status> {
+        // Tablets still opening are reported too: the manager must not
+        // delete or reassign what this server is about to serve. Read under
+        // `opening`, then `tablets` (the order of the open check), so a
+        // tablet moving from one to the other is reported once.
         let hosted: Vec<v1::HostedTablet> = {
+            let opening = self.opening.lock();
             let m = self.tablets.read();
             m.values()
                 .flatten()
@@ -456,7 +557,19 @@ impl Tserver {
                     tablet_id: t.id,
                     epoch: t.epoch,
                     files: t.store.immutable_files(),
+                    opening: false,
                 })
+                .chain(
+                    opening
+                        .iter()
+                        .map(|&(table_id, tablet_id, epoch)| v1::HostedTablet {
+                            table_id,
+                            tablet_id,
+                            epoch,
+                            files: Vec::new(),
+                            opening: true,
+                        }),
+                )
                 .collect()
         };
         let req = v1::HeartbeatRequest {
@@ -817,7 +930,7 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<Streaming<v1::ScanClientMessage>>,
     ) -> Result<Response<Self::ScanStream>, Status> {
-        authorize(&req, Need::Read, "Scan")?;
+        let caller = authorize(&req, Need::Read, "Scan")?;
         let ts = self.0.clone();
         let mut inbound = req.into_inner();
         let start = match inbound.message().await? {
@@ -830,12 +943,12 @@ impl TabletRpc for TserverService {
                 )))
             }
         };
-        let permit = ts.scan_permit()?;
+        let permit = ts.admit(&caller, 1)?;
         let tablet = ts.tablets_by_id(std::slice::from_ref(&start)).remove(0)?;
         let (slot, window) = ts.open_slot(&start, &tablet)?;
         // The cursor is a snapshot: confirm it is not a stale owner's.
         ts.confirm_read(&tablet)?;
-        let credits = Credits::new(&[window]);
+        let credits = ts.credits(&[window]);
         let c2 = credits.clone();
         tokio::spawn(async move {
             loop {
@@ -886,7 +999,7 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<Streaming<v1::ScanManyClientMessage>>,
     ) -> Result<Response<Self::ScanManyStream>, Status> {
-        authorize(&req, Need::Read, "ScanMany")?;
+        let caller = authorize(&req, Need::Read, "ScanMany")?;
         let ts = self.0.clone();
         let mut inbound = req.into_inner();
         let starts = match inbound.message().await? {
@@ -906,7 +1019,7 @@ impl TabletRpc for TserverService {
                 starts.len()
             ))));
         }
-        let permit = ts.scan_permit()?;
+        let permit = ts.admit(&caller, starts.len())?;
         let tablets = ts.tablets_by_id(&starts);
         let mut slots = Vec::with_capacity(starts.len());
         let mut windows = Vec::with_capacity(starts.len());
@@ -921,7 +1034,7 @@ impl TabletRpc for TserverService {
             slots.push(slot);
             windows.push(window);
         }
-        let credits = Credits::new(&windows);
+        let credits = ts.credits(&windows);
         let c2 = credits.clone();
         tokio::spawn(async move {
             loop {
@@ -930,7 +1043,7 @@ impl TabletRpc for TserverService {
                         msg: Some(v1::scan_many_client_message::Msg::Acks(a)),
                     })) => {
                         if a.acks.is_empty() {
-                            c2.touch(); // a keepalive
+                            c2.keepalive(a.progress);
                         }
                         for a in a.acks {
                             c2.ack(a.slot as usize, a.batches, a.window, a.cancel);
@@ -956,8 +1069,11 @@ impl TabletRpc for TserverService {
         &self,
         req: Request<v1::QueryRequest>,
     ) -> Result<Response<Self::QueryStream>, Status> {
-        authorize(&req, Need::Read, "Query")?;
+        let caller = authorize(&req, Need::Read, "Query")?;
         let ts = self.0.clone();
+        // A Query counts as one of its caller's streams here; the streams
+        // it opens to servers run as a cluster member.
+        let ticket = ts.admit(&caller, 0)?;
         let r = req.into_inner();
         ts.metrics.queries.fetch_add(1, Ordering::Relaxed);
         let mode = match r.stream_limit.and_then(|s| s.mode) {
@@ -979,10 +1095,14 @@ impl TabletRpc for TserverService {
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
         tokio::spawn(async move {
+            let _ticket = ticket;
             let mut chunk: Vec<v1::Row> = Vec::new();
             let mut chunk_bytes = 0usize;
             let chunk_bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
             let tx2 = tx.clone();
+            let handle = tokio::runtime::Handle::current();
+            let send_wait = Duration::from_millis(ts.cfg.ack_wait_timeout_ms);
+            let mut stalled = false;
             let mut out = |row: tablinum_client::QueryRow| {
                 let r = v1::Row {
                     key: row.key,
@@ -994,17 +1114,35 @@ impl TabletRpc for TserverService {
                 if chunk.len() >= QUERY_CHUNK_ROWS || chunk_bytes >= chunk_bytes_max {
                     chunk_bytes = 0;
                     let rows = std::mem::take(&mut chunk);
-                    if tx2
-                        .blocking_send(Ok(v1::QueryResponse { rows, stats: None }))
-                        .is_err()
-                    {
+                    // The merge runs outside the async workers; a caller
+                    // that reads nothing for the ack-wait timeout ends the
+                    // query (its streams, buffers and thread go with it).
+                    let sent = handle.block_on(
+                        tx2.send_timeout(Ok(v1::QueryResponse { rows, stats: None }), send_wait),
+                    );
+                    match sent {
+                        Ok(()) => {}
+                        Err(tokio::sync::mpsc::error::SendTimeoutError::Timeout(_)) => {
+                            stalled = true;
+                            return std::ops::ControlFlow::Break(());
+                        }
                         // The caller went away: stop scanning.
-                        return std::ops::ControlFlow::Break(());
+                        Err(tokio::sync::mpsc::error::SendTimeoutError::Closed(_)) => {
+                            return std::ops::ControlFlow::Break(());
+                        }
                     }
                 }
                 std::ops::ControlFlow::Continue(())
             };
             let res = ts.query_client.query_until(&q, &mut out).await;
+            if stalled {
+                // Best effort: the caller is not reading.
+                let _ = tx.try_send(Err(Status::deadline_exceeded(format!(
+                    "the caller read nothing for the ack-wait timeout of {} ms",
+                    send_wait.as_millis()
+                ))));
+                return;
+            }
             let rows = std::mem::take(&mut chunk);
             let msg = match res {
                 Ok(s) => Ok(v1::QueryResponse {

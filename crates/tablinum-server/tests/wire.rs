@@ -230,6 +230,7 @@ fn scan_many_keeps_a_window_per_slot() {
                         cancel: true,
                     },
                 ],
+                progress: 0,
             })),
         })
         .unwrap();

@@ -1,0 +1,486 @@
+//! One client must not starve the others: a real cluster where callers
+//! leave scan streams unread, hold more streams than their share, open
+//! more tablet scans than the server runs, send keepalives that make no
+//! progress, or send messages the protocol does not allow. Each is refused
+//! or ended with the status the .proto documents, naming the limit.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use tablinum_auth::Role;
+use tablinum_client::{Durability, Error, Mutation, Query, Split};
+use tablinum_proto::v1::{
+    self, scan_many_client_message::Msg as M, ScanManyAcks, ScanManyClientMessage, ScanManyStart,
+    ScanStart, SlotAck,
+};
+use tokio::sync::mpsc::UnboundedSender;
+use tonic::{Code, Streaming};
+
+use common::TestCluster;
+
+type Many = (
+    UnboundedSender<ScanManyClientMessage>,
+    Streaming<v1::ScanManyBatch>,
+);
+
+/// Opens a raw ScanMany stream of `scans` as the cluster member, or as
+/// `cred` when given.
+async fn open_many(
+    addr: &str,
+    cred: Option<&tablinum_auth::Credential>,
+    scans: Vec<ScanStart>,
+) -> Result<Many, tonic::Status> {
+    let mut c = match cred {
+        Some(cred) => common::raw_tserver_as(addr, Some(cred)).await,
+        None => common::raw_tserver(addr).await,
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(ScanManyClientMessage {
+        msg: Some(M::Start(ScanManyStart { scans })),
+    })
+    .unwrap();
+    let s = c
+        .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok((tx, s))
+}
+
+/// The first message of a stream, or its error.
+async fn first(s: &mut Streaming<v1::ScanManyBatch>) -> Result<v1::ScanManyBatch, tonic::Status> {
+    match tokio::time::timeout(Duration::from_secs(10), s.message()).await {
+        Ok(Ok(Some(m))) => Ok(m),
+        Ok(Ok(None)) => Err(tonic::Status::unknown("ended")),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(tonic::Status::unknown("no message within 10 s")),
+    }
+}
+
+fn scan(table: &str, window: u32, batch_rows: u32) -> ScanStart {
+    ScanStart {
+        table: table.into(),
+        tablet_id: 0,
+        window,
+        batch_rows,
+        ..Default::default()
+    }
+}
+
+fn table_with_rows(c: &TestCluster, table: &str, rows: usize, value_bytes: usize) {
+    c.client
+        .create_table(table, Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open(table, 1);
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(16) {
+        let muts = chunk
+            .iter()
+            .map(|i| Mutation {
+                key: format!("k{i:05}").into_bytes(),
+                value: vec![b'x'; value_bytes],
+                ..Default::default()
+            })
+            .collect();
+        c.client.write(table, muts).unwrap();
+    }
+}
+
+fn bytes_received(msgs: &[v1::ScanManyBatch]) -> usize {
+    msgs.iter()
+        .flat_map(|m| &m.batches)
+        .flat_map(|b| &b.rows)
+        .map(|r| r.key.len() + r.value.len())
+        .sum()
+}
+
+async fn drain_for(s: &mut Streaming<v1::ScanManyBatch>, d: Duration) -> Vec<v1::ScanManyBatch> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + d;
+    while let Ok(Ok(Some(b))) = tokio::time::timeout_at(deadline, s.message()).await {
+        got.push(b);
+    }
+    got
+}
+
+const ROW_BYTES: usize = 256 << 10;
+const STREAM_MAX: u64 = 2 << 20;
+const SERVER_MAX: u64 = 3 << 20;
+
+#[test]
+fn unread_streams_hold_no_more_than_the_byte_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| {
+        t.stream_bytes_in_flight_max = STREAM_MAX;
+        t.scan_bytes_in_flight_max = SERVER_MAX;
+        t.ack_wait_timeout_ms = 30_000;
+    });
+    table_with_rows(&c, "big", 48, ROW_BYTES);
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        // Windows of 1,024 one-row batches, never acknowledged: only the
+        // byte limits stop the server.
+        let mut a = open_many(&addr, None, vec![scan("big", 1024, 1)])
+            .await
+            .unwrap();
+        let got_a = drain_for(&mut a.1, Duration::from_millis(700)).await;
+        let a_bytes = bytes_received(&got_a);
+        // The stream limit, overshot by at most the batch that crossed it.
+        assert!(a_bytes >= STREAM_MAX as usize, "{a_bytes}");
+        assert!(
+            a_bytes <= STREAM_MAX as usize + ROW_BYTES + 1024,
+            "{a_bytes}"
+        );
+        let mut b = open_many(&addr, None, vec![scan("big", 1024, 1)])
+            .await
+            .unwrap();
+        let got_b = drain_for(&mut b.1, Duration::from_millis(700)).await;
+        let b_bytes = bytes_received(&got_b);
+        // The server's budget (3 MiB) is spent once the second stream
+        // holds about 1 MiB: it stops there, not at its own 2 MiB.
+        let held = ts.scan_bytes_in_flight();
+        assert!(
+            held <= SERVER_MAX as usize + ROW_BYTES + 4096,
+            "server holds {held}"
+        );
+        assert!(b_bytes < STREAM_MAX as usize, "{b_bytes}");
+        let mut c3 = open_many(&addr, None, vec![scan("big", 1024, 1)])
+            .await
+            .unwrap();
+        assert!(
+            drain_for(&mut c3.1, Duration::from_millis(500))
+                .await
+                .is_empty(),
+            "a third stream got rows beyond the server's budget"
+        );
+        // Acknowledging the first stream's batches frees the budget: the
+        // waiting streams go on.
+        let n = got_a.iter().map(|m| m.batches.len()).sum::<usize>();
+        a.0.send(ScanManyClientMessage {
+            msg: Some(M::Acks(ScanManyAcks {
+                acks: vec![SlotAck {
+                    slot: 0,
+                    batches: u32::try_from(n).unwrap(),
+                    window: 0,
+                    cancel: false,
+                }],
+                progress: 0,
+            })),
+        })
+        .unwrap();
+        assert!(
+            !drain_for(&mut c3.1, Duration::from_millis(700))
+                .await
+                .is_empty(),
+            "the third stream did not go on after acks freed the budget"
+        );
+        // Ended streams give everything back.
+        drop((a, b, c3));
+        let t0 = Instant::now();
+        while ts.scan_bytes_in_flight() != 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{} bytes still held",
+                ts.scan_bytes_in_flight()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+#[test]
+fn one_caller_cannot_take_every_stream_and_a_busy_query_fails_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.scan_streams_per_caller_max = 2);
+    table_with_rows(&c, "share", 100, 10);
+    let (_, greedy) = c.client.create_token(Role::Read, "greedy").unwrap();
+    let (_, other) = c.client.create_token(Role::Read, "other").unwrap();
+    // Token grants reach the server with its next heartbeat.
+    std::thread::sleep(Duration::from_millis(400));
+    let addr = c.addr();
+    let held = c.rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut s = open_many(&addr, Some(&greedy), vec![scan("share", 1, 1)])
+                .await
+                .unwrap();
+            first(&mut s.1).await.unwrap();
+            held.push(s);
+        }
+        let e = match open_many(&addr, Some(&greedy), vec![scan("share", 1, 1)]).await {
+            Err(e) => e,
+            Ok(mut s) => first(&mut s.1).await.unwrap_err(),
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_streams_per_caller_max = 2"),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().contains("greedy") || e.message().contains("token"));
+        // Another caller is still served.
+        let mut s = open_many(&addr, Some(&other), vec![scan("share", 1, 1)])
+            .await
+            .unwrap();
+        first(&mut s.1).await.unwrap();
+        held
+    });
+    // The greedy caller's query fails at once, naming the limit, instead
+    // of retrying until its deadline.
+    let greedy_client = common::client_as(&addr, &greedy);
+    let t0 = Instant::now();
+    let e = greedy_client
+        .query(&Query::new("share"), &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Busy(m) if m.contains("scan_streams_per_caller_max")),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Once its streams end, it is served again.
+    drop(held);
+    let t0 = Instant::now();
+    loop {
+        let mut n = 0;
+        match greedy_client.query(&Query::new("share"), &mut |_| n += 1) {
+            Ok(_) => {
+                assert_eq!(n, 100);
+                break;
+            }
+            Err(e) => assert!(t0.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn every_slot_of_a_scan_many_counts_against_the_tablet_scan_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.scan_slots_max = 4);
+    table_with_rows(&c, "slots", 10, 10);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let five = vec![scan("slots", 1, 1); 5];
+        let e = match open_many(&addr, None, five).await {
+            Err(e) => e,
+            Ok(mut s) => first(&mut s.1).await.unwrap_err(),
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_slots_max = 4"),
+            "{}",
+            e.message()
+        );
+        let mut four = open_many(&addr, None, vec![scan("slots", 1, 1); 4])
+            .await
+            .unwrap();
+        first(&mut four.1).await.unwrap();
+        // All four are taken: one more single scan is refused too.
+        let e = match open_many(&addr, None, vec![scan("slots", 1, 1)]).await {
+            Err(e) => e,
+            Ok(mut s) => first(&mut s.1).await.unwrap_err(),
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    });
+}
+
+#[test]
+fn keepalives_keep_a_stream_alive_only_while_the_query_progresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.ack_wait_timeout_ms = 1_000);
+    table_with_rows(&c, "idle", 100, 10);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let keepalive = |progress| ScanManyClientMessage {
+            msg: Some(M::Acks(ScanManyAcks {
+                acks: Vec::new(),
+                progress,
+            })),
+        };
+        // Progress reported every 200 ms: alive after 2.5 s (2.5 ack-waits).
+        let mut live = open_many(&addr, None, vec![scan("idle", 1, 1)])
+            .await
+            .unwrap();
+        first(&mut live.1).await.unwrap();
+        // Empty keepalives, always progress 0: ended after one ack-wait.
+        let mut idle = open_many(&addr, None, vec![scan("idle", 1, 1)])
+            .await
+            .unwrap();
+        first(&mut idle.1).await.unwrap();
+        let t0 = Instant::now();
+        let mut idle_end = None;
+        for i in 1..=12u64 {
+            live.0.send(keepalive(i)).unwrap();
+            let _ = idle.0.send(keepalive(0));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if idle_end.is_none() {
+                if let Ok(r) =
+                    tokio::time::timeout(Duration::from_millis(1), idle.1.message()).await
+                {
+                    idle_end = Some((t0.elapsed(), r));
+                }
+            }
+        }
+        let (after, r) = idle_end.expect("a stream kept alive by empty keepalives");
+        let e = r.expect_err("the idle stream ended without an error");
+        assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+        assert!(e.message().contains("no progress"), "{}", e.message());
+        assert!(after < Duration::from_millis(2_000), "{after:?}");
+        // The progressing stream still answers acks.
+        live.0
+            .send(ScanManyClientMessage {
+                msg: Some(M::Acks(ScanManyAcks {
+                    acks: vec![SlotAck {
+                        slot: 0,
+                        batches: 1,
+                        window: 0,
+                        cancel: false,
+                    }],
+                    progress: 0,
+                })),
+            })
+            .unwrap();
+        let m = first(&mut live.1).await.unwrap();
+        assert_eq!(m.batches[0].rows.len(), 1);
+    });
+}
+
+#[test]
+fn an_ack_window_over_the_maximum_ends_the_stream_as_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "win", 100, 10);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let mut s = open_many(&addr, None, vec![scan("win", 1, 1)])
+            .await
+            .unwrap();
+        first(&mut s.1).await.unwrap();
+        s.0.send(ScanManyClientMessage {
+            msg: Some(M::Acks(ScanManyAcks {
+                acks: vec![SlotAck {
+                    slot: 0,
+                    batches: 1,
+                    window: tablinum_proto::WINDOW_BATCHES_MAX + 1,
+                    cancel: false,
+                }],
+                progress: 0,
+            })),
+        })
+        .unwrap();
+        let e = loop {
+            match tokio::time::timeout(Duration::from_secs(10), s.1.message()).await {
+                Ok(Ok(Some(_))) => continue,
+                Ok(Err(e)) => break e,
+                other => panic!("stream did not fail: {other:?}"),
+            }
+        };
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains("window 1025"), "{}", e.message());
+    });
+}
+
+#[test]
+fn a_request_that_does_not_decode_is_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "dec", 1, 10);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let ch = tonic::service::interceptor::InterceptedService::new(
+            ch,
+            tablinum_auth::Bearer::new(Some(&common::secret().credential())),
+        );
+        let mut grpc = tonic::client::Grpc::new(ch);
+        grpc.ready().await.unwrap();
+        // Field 1 of a WriteRequest is a string; this sends a varint there.
+        let wrong = v1::FlushResponse { tablets: 7 };
+        let codec = tonic_prost::ProstCodec::<v1::FlushResponse, v1::WriteResponse>::default();
+        let e = grpc
+            .unary(
+                tonic::Request::new(wrong),
+                "/tablinum.v1.TabletServer/Write".parse().unwrap(),
+                codec,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains("decode"), "{}", e.message());
+    });
+    // Nothing was written.
+    let mut n = 0;
+    c.client.query(&Query::new("dec"), &mut |_| n += 1).unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn silent_connections_are_capped_per_address_and_closed_after_the_handshake_timeout() {
+    use std::io::Read;
+    use tablinum_server::listen::{CONNECTIONS_PER_ADDRESS_MAX, HANDSHAKE_TIMEOUT_MS};
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "conn", 1, 10);
+    // The test's own client holds a connection or two from this address.
+    let addr: std::net::SocketAddr = c.addr().parse().unwrap();
+    let t0 = Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..CONNECTIONS_PER_ADDRESS_MAX + 20 {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        silent.push(s);
+    }
+    // Connections beyond the per-address limit are closed at once (EOF);
+    // those within it wait for their handshake.
+    let mut closed = 0;
+    let mut waiting = 0;
+    let mut buf = [0u8; 64];
+    for s in &mut silent {
+        match s.read(&mut buf) {
+            Ok(0) => closed += 1,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                waiting += 1;
+            }
+            // tonic may send its settings frame first on some connections;
+            // a reset also counts as closed.
+            Ok(_) => waiting += 1,
+            Err(_) => closed += 1,
+        }
+        if t0.elapsed() > Duration::from_millis(HANDSHAKE_TIMEOUT_MS - 2_000) {
+            break;
+        }
+    }
+    assert!(closed >= 20, "closed {closed}, waiting {waiting}");
+    assert!(
+        waiting >= CONNECTIONS_PER_ADDRESS_MAX - 8,
+        "closed {closed}, waiting {waiting}"
+    );
+    // After the handshake timeout every silent connection is closed, and a
+    // real client from the same address is served again.
+    let wait = Duration::from_millis(HANDSHAKE_TIMEOUT_MS + 1_500).saturating_sub(t0.elapsed());
+    std::thread::sleep(wait);
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut rest = Vec::new();
+        let r = s.read_to_end(&mut rest);
+        assert!(
+            r.is_ok()
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock),
+            "a silent connection is still open after the handshake timeout: {r:?}"
+        );
+    }
+    drop(silent);
+    let fresh = common::client_as(&c.addr(), &c.admin);
+    let mut n = 0;
+    fresh.query(&Query::new("conn"), &mut |_| n += 1).unwrap();
+    assert_eq!(n, 1);
+}
