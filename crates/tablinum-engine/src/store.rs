@@ -285,6 +285,10 @@ struct Inner {
     meta: Mutex<MetaState>,
     sv: RwLock<Arc<SuperVersion>>,
     synced_total: AtomicU64,
+    /// Under `Sync`: every write up to this sequence number is durable (a
+    /// lower bound; raised by writers after their group commit and by
+    /// readers that waited for one).
+    durable_seq: AtomicU64,
     /// Bytes appended to the journal since open (mirrors the writer's count
     /// so group commit never waits for the writer lock).
     written_total: AtomicU64,
@@ -521,16 +525,22 @@ fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// A view (current or snapshot) that reads go through.
+/// A view (current or snapshot) that reads go through. Under `Sync` it
+/// hands out no entry whose write is not durable yet: a read that meets
+/// one waits for the group commit that covers it (`Inner::wait_durable`).
 struct View<'a> {
-    inner: &'a Inner,
+    inner: &'a Arc<Inner>,
     sv: Arc<SuperVersion>,
 }
 
 impl View<'_> {
     fn entry(&self, key: &[u8]) -> Result<Option<Arc<Entry>>> {
         validate_key(key)?;
-        Ok(lookup(&self.sv, &entry::object_key(key))?.filter(|e| e.kind == EntryKind::Object))
+        let e = lookup(&self.sv, &entry::object_key(key))?;
+        if let Some(e) = &e {
+            self.inner.wait_durable(e.seq)?;
+        }
+        Ok(e.filter(|e| e.kind == EntryKind::Object))
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -600,6 +610,7 @@ impl View<'_> {
             merge,
             end,
             done: false,
+            inner: self.inner.clone(),
         })
     }
 
@@ -719,6 +730,8 @@ struct LedgerRange {
     merge: Merge,
     end: Option<Vec<u8>>,
     done: bool,
+    /// Whose durability an entry waits for before it is handed out.
+    inner: Arc<Inner>,
 }
 
 impl LedgerRange {
@@ -727,7 +740,10 @@ impl LedgerRange {
             return Ok(None);
         }
         match self.merge.next_with(None)? {
-            Some((k, e)) if self.end.as_ref().is_none_or(|end| k < *end) => Ok(Some((k, e))),
+            Some((k, e)) if self.end.as_ref().is_none_or(|end| k < *end) => {
+                self.inner.wait_durable(e.seq)?;
+                Ok(Some((k, e)))
+            }
             _ => {
                 self.done = true;
                 Ok(None)
@@ -1235,6 +1251,7 @@ impl Inner {
         };
         if self.opts.durability == Durability::Sync {
             self.group_sync(end)?;
+            self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
         }
         // Acknowledge only if no newer owner had claimed the store after the
         // append: a newer owner claims before it reads the journal, so a
@@ -1251,6 +1268,22 @@ impl Inner {
             e => e,
         })?;
         Ok(last_seq)
+    }
+
+    /// Under `Sync`, returns once the write of `seq` is durable, joining (or
+    /// leading) a group commit if it may not be yet: a reader never sees a
+    /// write that a crash could still take back. `seq` was read from an
+    /// entry the reader found, so its record was appended (and counted in
+    /// `written_total`) before that entry was applied.
+    fn wait_durable(&self, seq: u64) -> Result<()> {
+        if self.opts.durability != Durability::Sync
+            || seq <= self.durable_seq.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        self.group_sync(self.written_total.load(Ordering::Acquire))?;
+        self.durable_seq.fetch_max(seq, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Group commit: one fdatasync covers every writer that appended before
@@ -1810,6 +1843,7 @@ impl Store {
             meta: Mutex::new(MetaState { state }),
             sv: RwLock::new(sv),
             synced_total: AtomicU64::new(0),
+            durable_seq: AtomicU64::new(0),
             written_total: AtomicU64::new(0),
             sync_target,
             syncing: Mutex::new(false),
@@ -1949,6 +1983,14 @@ impl Store {
                     .len()
                     .min(limit),
             };
+            // A segment that was active at a crash may hold records that
+            // were written but never synced (never acknowledged under
+            // Sync): sync them before any reader may see them.
+            if inner.opts.durability == Durability::Sync && s.max_seq == u64::MAX {
+                fs::File::open(&path)
+                    .and_then(|f| f.sync_data())
+                    .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
+            }
             max_seq = max_seq.max(if smax == 0 { 0 } else { smax });
             seg_updates.push((
                 s.id,
@@ -1963,6 +2005,9 @@ impl Store {
         }
         let mut w = inner.writer.lock();
         w.next_seq = max_seq + 1;
+        // Everything replayed is on disk: in sealed segments, synced at
+        // their roll, or in the ones synced above.
+        inner.durable_seq.store(max_seq, Ordering::Release);
         let mut meta = inner.meta.lock();
         for (id, smin, smax, size) in seg_updates {
             if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
@@ -2563,6 +2608,13 @@ impl Store {
     /// serve stale data calls it after reading.
     pub fn check_fence(&self) -> Result<()> {
         self.inner.check_fence()
+    }
+
+    /// Under `Sync`, a sequence number every write up to which is known to
+    /// be durable (a lower bound). No read returns a newer write than this
+    /// bound reached by the time the read returns.
+    pub fn durable_seq(&self) -> u64 {
+        self.inner.durable_seq.load(Ordering::Acquire)
     }
 
     /// The epoch this store was opened at (0: unfenced).
