@@ -58,8 +58,15 @@ pub const KEEPALIVE_INTERVAL_MS: u64 = 1_000;
 pub const KEEPALIVE_TIMEOUT_MS: u64 = 2_000;
 /// How long the coordinator waits for a tablet's next batch, ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
-/// Rows per batch when a query names none (fixed windows).
-pub const BATCH_ROWS_DEFAULT: u32 = 100;
+/// Rows per batch when a query names none (fixed windows): the stream
+/// crate's default, defined there once.
+pub const BATCH_ROWS_DEFAULT: u32 = tablinum_stream::channel::BATCH_ROWS_MAX_DEFAULT as u32;
+const _: () =
+    assert!(BATCH_ROWS_DEFAULT >= 1 && BATCH_ROWS_DEFAULT <= tablinum_proto::BATCH_ROWS_MAX);
+// The server's ack-wait timeout must outlast several keepalives.
+const _: () = assert!(
+    coordinator::SCAN_KEEPALIVE_MS * 4 <= tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT
+);
 
 /// Client settings.
 #[derive(Debug, Clone)]

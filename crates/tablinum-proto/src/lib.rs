@@ -18,8 +18,9 @@ pub const TABLE_NAME_BYTES_MAX: usize = 128;
 pub const TABLETS_PER_TABLE_MAX: u32 = 4096;
 /// Most rows in one scan batch.
 pub const BATCH_ROWS_MAX: u32 = 10_000;
-/// Most unacknowledged batches of one stream (the stream crate's cap).
-pub const WINDOW_BATCHES_MAX: u32 = 1024;
+/// Most unacknowledged batches of one stream: the stream crate's cap,
+/// defined there once.
+pub const WINDOW_BATCHES_MAX: u32 = tablinum_stream::window::WINDOW_BATCHES_MAX;
 /// Largest gRPC message either side accepts, bytes: a 64 MiB value plus
 /// headroom for its key, metadata and terms.
 pub const GRPC_MESSAGE_BYTES_MAX: usize = 80 << 20;

@@ -22,8 +22,8 @@ pub const HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 500;
 pub const HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 /// Window of a scan stream whose request names none (CouchDB's default), batches.
 pub const STREAM_LIMIT_DEFAULT: u32 = tablinum_stream::window::STREAM_LIMIT_DEFAULT_BATCHES;
-/// Rows per scan batch when a request names none.
-pub const BATCH_ROWS_DEFAULT: u32 = 100;
+/// Rows per scan batch when a request names none (the client's default).
+pub const BATCH_ROWS_DEFAULT: u32 = tablinum_client::BATCH_ROWS_DEFAULT;
 /// Key and value bytes per scan batch, at most (a larger single row travels alone).
 pub const BATCH_BYTES_DEFAULT: u64 = 1 << 20;
 /// Largest `batch_bytes` a server accepts: a batch is at most this plus one
@@ -49,6 +49,30 @@ pub const STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 64 << 20;
 /// Bytes of unacknowledged scan batches one tablet server holds at most,
 /// across all streams; streams wait for acks beyond it.
 pub const SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 512 << 20;
+/// Tablets one tablet server holds at most: placement assigns no more to
+/// it, and CreateTable is refused (RESOURCE_EXHAUSTED) when the live
+/// servers could not hold every tablet. Each tablet is an engine store
+/// with its own files and background threads.
+pub const TABLETS_PER_SERVER_MAX_DEFAULT: usize = 1_024;
+/// Tablets a tablet server opens (recovers) at once; the rest wait.
+pub const TABLET_OPENS_MAX: usize = 8;
+/// Tablets a tablet server closes (flushes) at once; the rest wait.
+pub const TABLET_CLOSES_MAX: usize = 8;
+// Defaults that must fit the limits they live under.
+const _: () = {
+    assert!(
+        STREAM_LIMIT_DEFAULT >= 1 && STREAM_LIMIT_DEFAULT <= tablinum_proto::WINDOW_BATCHES_MAX
+    );
+    assert!(BATCH_BYTES_DEFAULT <= BATCH_BYTES_MAX);
+    assert!(SCAN_STREAMS_PER_CALLER_MAX_DEFAULT <= SCAN_STREAMS_MAX_DEFAULT);
+    assert!(SCAN_STREAMS_MAX_DEFAULT <= SCAN_SLOTS_MAX_DEFAULT);
+    assert!(STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT <= SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT);
+    // A batch (at most BATCH_BYTES_MAX plus one 64 MiB row) fits one
+    // message with room for framing.
+    assert!(BATCH_BYTES_MAX as usize + (64 << 20) <= crate::scan::MESSAGE_BYTES_BUDGET);
+    assert!(HEARTBEAT_INTERVAL_MS_DEFAULT * 3 <= HEARTBEAT_TIMEOUT_MS_DEFAULT);
+};
+
 /// Memtable of one tablet, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
 /// Block cache of one tablet, MiB.
@@ -152,6 +176,8 @@ pub struct ManagerConfig {
     /// member (mutual TLS, instead of the cluster secret). Callers without
     /// a certificate still use tokens. Empty: no client certificates.
     pub tls_client_ca: PathBuf,
+    /// Tablets one tablet server holds at most.
+    pub tablets_per_server_max: usize,
 }
 
 impl Default for ManagerConfig {
@@ -167,6 +193,7 @@ impl Default for ManagerConfig {
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
             tls_client_ca: PathBuf::new(),
+            tablets_per_server_max: TABLETS_PER_SERVER_MAX_DEFAULT,
         }
     }
 }

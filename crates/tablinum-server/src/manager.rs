@@ -210,6 +210,11 @@ impl Manager {
     /// tokens to `verifier`. At the first start (no token yet) creates an
     /// admin token and writes it to the admin token file (mode 0600).
     pub fn open(cfg: ManagerConfig, verifier: Arc<Verifier>) -> Result<Arc<Manager>, String> {
+        if cfg.tablets_per_server_max == 0 || cfg.heartbeat_timeout_ms == 0 {
+            return Err(
+                "[manager] tablets_per_server_max and heartbeat_timeout_ms must be > 0".into(),
+            );
+        }
         std::fs::create_dir_all(&cfg.storage)
             .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
         let opts = Options {
@@ -442,6 +447,7 @@ impl Manager {
             tablets: &tablets,
             heartbeat_timeout: self.cfg.heartbeat_timeout(),
             since_last_pass,
+            tablets_per_server_max: self.cfg.tablets_per_server_max,
         });
         if p.stalled {
             // Our own silence is not theirs: count theirs from now.
@@ -645,6 +651,20 @@ impl ManagerRpc for ManagerService {
             let mut st = m.state.lock();
             if st.tables.contains_key(&req.name) {
                 return Err(Status::already_exists(format!("table {} exists", req.name)));
+            }
+            // Admission: the live servers must be able to hold every
+            // tablet (with none live yet, as one server would).
+            let held: usize = st.tables.values().map(|t| t.tablets.len()).sum();
+            let live = st.servers.len().max(1);
+            let room = live.saturating_mul(m.cfg.tablets_per_server_max);
+            if held + splits.len() + 1 > room {
+                return Err(Status::resource_exhausted(format!(
+                    "table {} needs {} tablets; {held} exist and {live} live server(s) hold at \
+                     most {room} (tablets_per_server_max = {})",
+                    req.name,
+                    splits.len() + 1,
+                    m.cfg.tablets_per_server_max
+                )));
             }
             let id = st.next_table_id;
             let mut bounds = vec![Vec::new()];
@@ -871,7 +891,7 @@ impl ManagerRpc for ManagerService {
             let by_id: HashMap<u64, String> =
                 st.tables.values().map(|t| (t.id, t.name.clone())).collect();
             let mut dirty: Vec<String> = Vec::new();
-            for h in hb.tablets.iter().filter(|h| !h.opening) {
+            for h in hb.tablets.iter().filter(|h| !h.opening && !h.closing) {
                 let Some(name) = by_id.get(&h.table_id) else {
                     continue;
                 };

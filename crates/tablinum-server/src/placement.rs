@@ -15,7 +15,8 @@
 //! until it has closed the tablet. A dead server's tablets move at once:
 //! the heartbeat timeout that declared it dead is longer than its lease.
 //!
-//! Never moves a tablet that does not have to move: a balanced cluster
+//! Never gives a server more than `tablets_per_server_max` tablets (the
+//! rest wait unassigned). Never moves a tablet that does not have to move: a balanced cluster
 //! plans nothing, and applying a plan then planning again plans nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,6 +67,9 @@ pub struct PlanInput<'a> {
     pub heartbeat_timeout: Duration,
     /// Time since the manager's previous pass.
     pub since_last_pass: Duration,
+    /// Tablets one server holds at most: a tablet with no live server
+    /// below this stays unassigned.
+    pub tablets_per_server_max: usize,
 }
 
 /// A change of one tablet's assignment.
@@ -147,7 +151,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             // live server has not said yet what it holds (manager restart).
             continue;
         }
-        match least_loaded(&load) {
+        match least_loaded(&load).filter(|s| load[s] < input.tablets_per_server_max) {
             Some(to) => {
                 *load.get_mut(to).expect("live") += 1;
                 moves.push(Move {
@@ -278,12 +282,34 @@ mod tests {
     }
 
     fn run(s: &[ServerView], t: &[TabletView], since: Duration) -> Plan {
+        run_capped(s, t, since, usize::MAX)
+    }
+
+    fn run_capped(s: &[ServerView], t: &[TabletView], since: Duration, cap: usize) -> Plan {
         plan(&PlanInput {
             servers: s,
             tablets: t,
             heartbeat_timeout: TIMEOUT,
             since_last_pass: since,
+            tablets_per_server_max: cap,
         })
+    }
+
+    #[test]
+    fn no_server_gets_more_than_its_tablet_limit() {
+        let s = servers(&[("a", 0), ("b", 0)]);
+        let mut t = tablets(&["", "", "", "", "", "", "", ""]);
+        let p = run_capped(&s, &t, TICK, 3);
+        assert_eq!(p.moves.len(), 6, "{p:?}");
+        apply(&mut t, &p);
+        for srv in ["a", "b"] {
+            assert_eq!(t.iter().filter(|x| x.server == srv).count(), 3);
+        }
+        // The rest wait; a new server takes them.
+        assert!(run_capped(&s, &t, TICK, 3).moves.is_empty());
+        let s = servers(&[("a", 0), ("b", 0), ("c", 0)]);
+        let p = run_capped(&s, &t, TICK, 3);
+        assert_eq!(p.moves.iter().filter(|m| m.to == "c").count(), 2, "{p:?}");
     }
 
     #[test]

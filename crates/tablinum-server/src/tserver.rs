@@ -131,6 +131,13 @@ pub struct Tserver {
     http: String,
     tablets: RwLock<HashMap<String, Vec<Arc<Tablet>>>>,
     opening: Mutex<HashSet<(u64, u64, u64)>>,
+    /// Tablets withdrawn from this server and still closing (reported as
+    /// held until closed, so the manager deletes nothing under them).
+    closing: Mutex<HashSet<(u64, u64, u64)>>,
+    /// Opens running at once (`TABLET_OPENS_MAX`).
+    open_permits: Arc<tokio::sync::Semaphore>,
+    /// Closes running at once (`TABLET_CLOSES_MAX`).
+    close_permits: Arc<tokio::sync::Semaphore>,
     /// The assignment of the latest heartbeat answer: an open that finishes
     /// after its tablet was withdrawn is discarded.
     assigned: Mutex<HashSet<(u64, u64, u64)>>,
@@ -198,6 +205,11 @@ impl Tserver {
             http,
             tablets: RwLock::new(HashMap::new()),
             opening: Mutex::new(HashSet::new()),
+            closing: Mutex::new(HashSet::new()),
+            open_permits: Arc::new(tokio::sync::Semaphore::new(crate::config::TABLET_OPENS_MAX)),
+            close_permits: Arc::new(tokio::sync::Semaphore::new(
+                crate::config::TABLET_CLOSES_MAX,
+            )),
             assigned: Mutex::new(HashSet::new()),
             metrics: TserverMetrics::default(),
             scan_permits,
@@ -543,13 +555,15 @@ impl Tserver {
         self: &Arc<Self>,
         mgr: &mut ManagerClient<tablinum_client::Transport>,
     ) -> Result<(), Status> {
-        // Tablets still opening are reported too: the manager must not
-        // delete or reassign what this server is about to serve. Read under
-        // `opening`, then `tablets` (the order of the open check), so a
-        // tablet moving from one to the other is reported once.
+        // Tablets still opening or closing are reported too: the manager
+        // must not delete or reassign what this server is about to serve or
+        // still has open. Read under `opening`, `tablets`, then `closing`
+        // (the order every path takes them in), so a tablet moving from one
+        // to the next is reported once.
         let hosted: Vec<v1::HostedTablet> = {
             let opening = self.opening.lock();
             let m = self.tablets.read();
+            let closing = self.closing.lock();
             m.values()
                 .flatten()
                 .map(|t| v1::HostedTablet {
@@ -557,7 +571,7 @@ impl Tserver {
                     tablet_id: t.id,
                     epoch: t.epoch,
                     files: t.store.immutable_files(),
-                    opening: false,
+                    ..Default::default()
                 })
                 .chain(
                     opening
@@ -566,8 +580,19 @@ impl Tserver {
                             table_id,
                             tablet_id,
                             epoch,
-                            files: Vec::new(),
                             opening: true,
+                            ..Default::default()
+                        }),
+                )
+                .chain(
+                    closing
+                        .iter()
+                        .map(|&(table_id, tablet_id, epoch)| v1::HostedTablet {
+                            table_id,
+                            tablet_id,
+                            epoch,
+                            closing: true,
+                            ..Default::default()
                         }),
                 )
                 .collect()
@@ -610,14 +635,19 @@ impl Tserver {
             until: Some(sent + Duration::from_millis(resp.lease_ms)),
             tablets: wanted.clone(),
         };
-        // Close what is no longer ours.
+        // Close what is no longer ours, off the heartbeat path (closing
+        // thousands of tablets must not silence this server): each stays
+        // in `closing`, reported as held, until its close has finished,
+        // since the manager may then remove a dropped table's files.
         let mut closing = Vec::new();
         {
             let mut m = self.tablets.write();
+            let mut closing_set = self.closing.lock();
             for v in m.values_mut() {
                 v.retain(|t| {
                     let keep = wanted.contains(&(t.table_id, t.id, t.epoch));
                     if !keep {
+                        closing_set.insert((t.table_id, t.id, t.epoch));
                         closing.push(t.clone());
                     }
                     keep
@@ -625,17 +655,19 @@ impl Tserver {
             }
             m.retain(|_, v| !v.is_empty());
         }
-        // Finish closing before the next heartbeat reports these tablets
-        // gone: the manager may then remove a dropped table's files.
-        if !closing.is_empty() {
-            let _ = tokio::task::spawn_blocking(move || {
-                for t in closing {
+        for t in closing {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _permit = me.close_permits.clone().acquire_owned().await;
+                let k = (t.table_id, t.id, t.epoch);
+                let _ = tokio::task::spawn_blocking(move || {
                     if let Err(e) = t.store.close() {
                         tracing::error!(table = %t.table, tablet = t.id, error = %e, "closing a tablet failed");
                     }
-                }
-            })
-            .await;
+                })
+                .await;
+                me.closing.lock().remove(&k);
+            });
         }
         // Open what is newly ours, concurrently.
         for a in resp.assignments {
@@ -658,48 +690,56 @@ impl Tserver {
                 }
             }
             let me = self.clone();
-            tokio::task::spawn_blocking(move || {
-                if !me.assigned.lock().contains(&k) {
-                    me.opening.lock().remove(&k);
-                    return; // withdrawn before the open started
-                }
-                let dir = me.tablet_dir(a.table_id, a.tablet_id);
-                let r = std::fs::create_dir_all(&dir)
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| {
-                        Store::open(&dir, me.engine_options(a.durability, a.epoch))
-                            .map_err(|e| e.to_string())
-                    });
-                match r {
-                    Ok(store) => {
-                        me.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
-                        let t = Arc::new(Tablet {
-                            table: a.table.clone(),
-                            table_id: a.table_id,
-                            id: a.tablet_id,
-                            start: a.start,
-                            end: a.end,
-                            epoch: a.epoch,
-                            store: Arc::new(store),
+            tokio::spawn(async move {
+                // At most TABLET_OPENS_MAX opens at once: a table of
+                // thousands of tablets must not start thousands of threads.
+                let _permit = me.open_permits.clone().acquire_owned().await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    if !me.assigned.lock().contains(&k) {
+                        me.opening.lock().remove(&k);
+                        return; // withdrawn before the open started
+                    }
+                    let dir = me.tablet_dir(a.table_id, a.tablet_id);
+                    let r = std::fs::create_dir_all(&dir)
+                        .map_err(|e| e.to_string())
+                        .and_then(|_| {
+                            Store::open(&dir, me.engine_options(a.durability, a.epoch))
+                                .map_err(|e| e.to_string())
                         });
-                        let mut m = me.tablets.write();
-                        if me.assigned.lock().contains(&k) {
-                            let v = m.entry(a.table).or_default();
-                            v.push(t);
-                            v.sort_by(|x, y| x.start.cmp(&y.start));
-                        } else {
-                            // Withdrawn while opening (moved or dropped).
-                            drop(m);
-                            if let Err(e) = t.store.close() {
-                                tracing::error!(table = %t.table, tablet = t.id, error = %e,
+                    match r {
+                        Ok(store) => {
+                            me.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
+                            let t = Arc::new(Tablet {
+                                table: a.table.clone(),
+                                table_id: a.table_id,
+                                id: a.tablet_id,
+                                start: a.start,
+                                end: a.end,
+                                epoch: a.epoch,
+                                store: Arc::new(store),
+                            });
+                            let mut m = me.tablets.write();
+                            if me.assigned.lock().contains(&k) {
+                                let v = m.entry(a.table).or_default();
+                                v.push(t);
+                                v.sort_by(|x, y| x.start.cmp(&y.start));
+                            } else {
+                                // Withdrawn while opening (moved or dropped).
+                                drop(m);
+                                if let Err(e) = t.store.close() {
+                                    tracing::error!(table = %t.table, tablet = t.id, error = %e,
                                     "closing a withdrawn tablet failed");
+                                }
                             }
                         }
+                        Err(e) => {
+                            tracing::warn!(table = %a.table, tablet = a.tablet_id, error = %e,
+                        "cannot open a tablet yet (will retry)")
+                        }
                     }
-                    Err(e) => tracing::warn!(table = %a.table, tablet = a.tablet_id, error = %e,
-                        "cannot open a tablet yet (will retry)"),
-                }
-                me.opening.lock().remove(&k);
+                    me.opening.lock().remove(&k);
+                })
+                .await;
             });
         }
         Ok(())

@@ -484,3 +484,46 @@ fn silent_connections_are_capped_per_address_and_closed_after_the_handshake_time
     fresh.query(&Query::new("conn"), &mut |_| n += 1).unwrap();
     assert_eq!(n, 1);
 }
+
+#[test]
+fn tables_beyond_what_the_servers_may_hold_are_refused_and_big_drops_keep_servers_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start_with(dir.path(), |m| m.tablets_per_server_max = 300, |_| {});
+    c.client
+        .create_table("wide", Split::Even(280), Durability::Nosync)
+        .unwrap();
+    // 280 + 40 > 300 on the one live server: refused, naming the limit,
+    // and nothing is created.
+    let e = c
+        .client
+        .create_table("more", Split::Even(40), Durability::Nosync)
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Busy(m) if m.contains("tablets_per_server_max = 300")),
+        "{e}"
+    );
+    assert!(matches!(
+        c.client.locations("more", true),
+        Err(Error::NotFound(_))
+    ));
+    c.client
+        .create_table("fits", Split::Even(20), Durability::Nosync)
+        .unwrap();
+    c.wait_open("wide", 280);
+    c.wait_open("fits", 20);
+    // Dropping 280 tablets closes them off the heartbeat path: the server
+    // stays live (heartbeat timeout 2 s) and the drop completes.
+    let t0 = Instant::now();
+    c.client.drop_table("wide").unwrap();
+    let took = t0.elapsed();
+    let st = c.client.status().unwrap();
+    assert_eq!(st.servers.len(), 1, "{st:?}");
+    assert!(st.servers[0].last_heartbeat_ms < 1_000, "{st:?}");
+    assert_eq!(st.tablets_unassigned, 0, "{st:?}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    // The freed room admits the refused table now.
+    c.client
+        .create_table("more", Split::Even(40), Durability::Nosync)
+        .unwrap();
+    c.wait_open("more", 40);
+}

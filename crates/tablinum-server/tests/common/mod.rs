@@ -66,6 +66,15 @@ pub struct TestCluster {
 impl TestCluster {
     /// Starts manager and tablet server in one process on free ports.
     pub fn start(dir: &Path, tweak: impl FnOnce(&mut TserverConfig)) -> TestCluster {
+        Self::start_with(dir, |_| {}, tweak)
+    }
+
+    /// [`TestCluster::start`] with the manager's settings tweaked too.
+    pub fn start_with(
+        dir: &Path,
+        tweak_manager: impl FnOnce(&mut ManagerConfig),
+        tweak: impl FnOnce(&mut TserverConfig),
+    ) -> TestCluster {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(1024)
@@ -84,6 +93,8 @@ impl TestCluster {
             admin_token_file: dir.join("admin.token"),
             ..ManagerConfig::default()
         };
+        let mut m = m;
+        tweak_manager(&mut m);
         let mut t = TserverConfig {
             storage: dir.join("storage"),
             heartbeat_interval_ms: 100,
