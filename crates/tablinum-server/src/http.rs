@@ -1,12 +1,12 @@
-//! A small HTTP/1.1 server for operators: `GET /metrics` (Prometheus text
-//! format) and `GET /` (an HTML status page: tables, tablets per server,
-//! live servers, rows/s).
+//! The HTTP pages for operators: `GET /metrics` (Prometheus text format),
+//! `GET /` (an HTML status page) and `GET /health`.
 //!
-//! Owns only rendering and the socket loop. Requests are treated as hostile:
-//! the head is read up to [`REQUEST_HEAD_BYTES_MAX`] bytes within
-//! [`REQUEST_TIMEOUT_MS`] (and the response must be taken within it too),
-//! at most [`CONNECTIONS_MAX`] connections are served at once, and only GET
-//! is served; anything else gets a 4xx. Every path but `/health` needs
+//! Owns the rendering and the accept loop; HTTP itself is hyper's.
+//! Requests are treated as hostile: the head is read up to
+//! [`REQUEST_HEAD_BYTES_MAX`] bytes within [`REQUEST_TIMEOUT_MS`] (the
+//! whole exchange must finish within it too), at most [`CONNECTIONS_MAX`]
+//! connections are served at once, a malformed request gets 400, and only
+//! GET is served; anything else gets a 4xx. Every path but `/health` needs
 //! credentials (`Authorization: Bearer <token>`, or HTTP Basic with the
 //! token as password, so a browser can ask for it): a read token or better,
 //! or the cluster credential; otherwise 401.
@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use base64::Engine as _;
@@ -32,7 +31,7 @@ pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
 /// Time a client has to send its request head, and to take the response, ms.
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Connections served at once; more wait to be accepted.
-pub const CONNECTIONS_MAX: usize = 64;
+pub const CONNECTIONS_MAX: usize = 256;
 /// Pause after a failed accept (e.g. out of file descriptors), ms.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
 
@@ -65,17 +64,19 @@ impl Node {
         })
     }
 
-    /// Whether the request head carries credentials allowing a read;
-    /// `Err` holds the reason (without any secret).
-    fn authorized(&self, head: &str) -> Result<(), String> {
-        let value = head.lines().skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("authorization")
-                .then(|| v.trim().to_string())
-        });
+    /// Whether the `Authorization` header value allows a read; `Err` holds
+    /// the reason (without any secret).
+    fn authorized(&self, value: Option<&[u8]>) -> Result<(), String> {
+        let value = value
+            .map(|v| std::str::from_utf8(v).map_err(|_| "bad credentials: not text".to_string()))
+            .transpose()?
+            .map(str::trim);
         let bearer = match value {
-            Some(v) if v.len() > 6 && v[..6].eq_ignore_ascii_case("basic ") => {
+            Some(v)
+                if v.len() > 6
+                    && v.is_char_boundary(6)
+                    && v[..6].eq_ignore_ascii_case("basic ") =>
+            {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(v[6..].trim())
                     .map_err(|_| "bad credentials: Basic credentials are not base64".to_string())?;
@@ -84,7 +85,7 @@ impl Node {
                 let token = text.split_once(':').map_or(text.as_str(), |(_, p)| p);
                 Some(format!("Bearer {token}"))
             }
-            other => other,
+            other => other.map(str::to_string),
         };
         let p = self
             .verifier
@@ -341,7 +342,12 @@ pub fn tls_acceptor(t: &crate::config::ListenerTls) -> Result<tokio_rustls::TlsA
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
 }
 
-/// Serves `node` on `listener` (through `tls` when set) until `stop` fires.
+/// Serves `node` on `listener` (through `tls` when set) until `stop` fires:
+/// HTTP/1.1 by hyper, one request per connection, at most
+/// [`CONNECTIONS_MAX`] connections at once (more wait to be accepted), each
+/// given [`REQUEST_TIMEOUT_MS`] for its TLS handshake, request head
+/// ([`REQUEST_HEAD_BYTES_MAX`] at most) and response; a malformed request
+/// gets 400 and a closed connection.
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
@@ -371,84 +377,85 @@ pub async fn serve(
         let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            match tls {
-                None => handle(sock, node).await,
-                Some(acceptor) => {
-                    let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
-                    if let Ok(Ok(s)) = tokio::time::timeout(timeout, acceptor.accept(sock)).await {
-                        handle(s, node).await;
+            let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
+            let _ = tokio::time::timeout(timeout, async move {
+                match tls {
+                    None => serve_connection(sock, node).await,
+                    Some(acceptor) => {
+                        if let Ok(s) = acceptor.accept(sock).await {
+                            serve_connection(s, node).await;
+                        }
                     }
                 }
-            }
+            })
+            .await;
         });
     }
 }
 
-/// Serves one request on `sock` (plain TCP or TLS) and closes it.
-async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, node: Arc<Node>) {
-    let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
-    let mut n = 0;
-    let read = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), async {
-        while n < buf.len() {
-            let k = sock.read(&mut buf[n..]).await?;
-            if k == 0 {
-                break;
-            }
-            n += k;
-            if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
-            }
-        }
-        Ok::<_, std::io::Error>(())
-    })
-    .await;
-    if !matches!(read, Ok(Ok(()))) {
-        return;
+/// Serves one request on `io` (plain TCP or TLS), then closes it.
+async fn serve_connection<S>(io: S, node: Arc<Node>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let node = node.clone();
+        async move { Ok::<_, std::convert::Infallible>(respond(&node, &req)) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(REQUEST_TIMEOUT_MS))
+        .max_buf_size(REQUEST_HEAD_BYTES_MAX)
+        .keep_alive(false)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+        .await;
+}
+
+type Body = http_body_util::Full<bytes::Bytes>;
+
+fn reply(status: u16, ctype: &str, body: String) -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(Body::new(bytes::Bytes::from(body)));
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let auth = if method == "GET" && path != "/health" {
-        node.authorized(&head)
-    } else {
-        Ok(())
-    };
-    let mut extra = "";
-    let (status, ctype, body) = match (method, path) {
-        ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
-        ("GET", _) if auth.is_err() => {
-            extra = "WWW-Authenticate: Basic realm=\"tablinum\", charset=\"UTF-8\"\r\n";
-            (
-                    "401 Unauthorized",
-                    "text/plain",
-                    format!(
-                        "{}\nsend `Authorization: Bearer <token>` (or HTTP Basic with the token as password)\n",
-                        auth.unwrap_err()
-                    ),
-                )
-        }
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics()),
-        ("GET", "/") => ("200 OK", "text/html; charset=utf-8", node.page()),
-        ("GET", _) => (
-            "404 Not Found",
+    r
+}
+
+/// The response to one request.
+fn respond<B>(node: &Node, req: &hyper::Request<B>) -> hyper::Response<Body> {
+    let path = req.uri().path();
+    if req.method() != hyper::Method::GET {
+        return reply(405, "text/plain", "only GET is served\n".into());
+    }
+    if path == "/health" {
+        return reply(200, "text/plain", "ok\n".into());
+    }
+    let auth = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(hyper::header::HeaderValue::as_bytes);
+    if let Err(why) = node.authorized(auth) {
+        let mut r = reply(
+            401,
+            "text/plain",
+            format!(
+                "{why}\nsend `Authorization: Bearer <token>` (or HTTP Basic with the token as password)\n"
+            ),
+        );
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Basic realm=\"tablinum\", charset=\"UTF-8\""),
+        );
+        return r;
+    }
+    match path {
+        "/metrics" => reply(200, "text/plain; version=0.0.4", node.metrics()),
+        "/" => reply(200, "text/html; charset=utf-8", node.page()),
+        _ => reply(
+            404,
             "text/plain",
             "not found: try /, /metrics or /health\n".into(),
         ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "only GET is served\n".into(),
-        ),
-    };
-    let resp = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
-            body.len()
-        );
-    let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
-    let _ = tokio::time::timeout(timeout, async {
-        let _ = sock.write_all(resp.as_bytes()).await;
-        let _ = sock.shutdown().await;
-    })
-    .await;
+    }
 }

@@ -527,3 +527,43 @@ fn tables_beyond_what_the_servers_may_hold_are_refused_and_big_drops_keep_server
         .unwrap();
     c.wait_open("more", 40);
 }
+
+#[test]
+fn http_answers_garbage_with_400_and_idle_clients_delay_nobody() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    let http = c.running.as_ref().unwrap().http;
+    // Garbage gets an answer (400) and a closed connection, not a hang.
+    let mut s = std::net::TcpStream::connect(http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"\x16\x03\x01garbage\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 400"), "{out:?}");
+    // 200 clients that send half a request and wait do not delay /metrics.
+    let idle: Vec<_> = (0..200)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(http).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    let t0 = Instant::now();
+    let mut s = std::net::TcpStream::connect(http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(
+        format!(
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            c.admin.expose()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    drop(idle);
+}
