@@ -221,13 +221,7 @@ fn hint(e: tablinum_client::Error) -> anyhow::Error {
 }
 
 fn show(b: &[u8]) -> String {
-    match std::str::from_utf8(b) {
-        Ok(s) if !s.chars().any(char::is_control) => s.to_string(),
-        _ => format!(
-            "0x{}",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        ),
-    }
+    tablinum_client::display_key(b, "")
 }
 
 /// `tablinum table ...`.

@@ -68,6 +68,22 @@ const _: () = assert!(
     coordinator::SCAN_KEEPALIVE_MS * 4 <= tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT
 );
 
+/// A key as people read it (the CLI and the status page): `empty` for an
+/// empty key, the text itself when it is UTF-8 without control characters,
+/// else `0x` and its bytes in hex.
+pub fn display_key(b: &[u8], empty: &str) -> String {
+    if b.is_empty() {
+        return empty.to_string();
+    }
+    match std::str::from_utf8(b) {
+        Ok(s) if !s.chars().any(char::is_control) => s.to_string(),
+        _ => format!(
+            "0x{}",
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        ),
+    }
+}
+
 /// Client settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {

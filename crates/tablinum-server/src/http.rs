@@ -12,6 +12,7 @@
 //! or the cluster credential; otherwise 401.
 //! Never changes cluster state, and never renders a secret.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,19 +36,43 @@ pub const CONNECTIONS_MAX: usize = 256;
 /// Pause after a failed accept (e.g. out of file descriptors), ms.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
 
+/// Time between two rate samples of the status page, ms.
+pub const RATE_SAMPLE_INTERVAL_MS: u64 = 5_000;
+/// Rate samples kept per series: the charts show the last 5 minutes.
+pub const RATE_SAMPLES_MAX: usize = 60;
+/// Tablets listed on the status page, at most (the rest are counted).
+pub const PAGE_TABLETS_MAX: usize = 500;
+
 /// What one process runs: either role or both.
 pub struct Node {
     /// The manager, when this process runs it.
     pub manager: Option<Arc<Manager>>,
     /// The tablet server, when this process runs it.
     pub tserver: Option<Arc<Tserver>>,
-    rate: Mutex<Option<RateSample>>,
+    rates: Mutex<Rates>,
     verifier: Arc<Verifier>,
 }
 
-/// The last rate sample: when, rows written and read then, and the rates
-/// computed at that moment.
-type RateSample = (Instant, u64, u64, f64, f64);
+/// Rows written and read per second, sampled every
+/// [`RATE_SAMPLE_INTERVAL_MS`]: per server (this one, or every live server
+/// the manager hears from) and per tablet open here.
+#[derive(Default)]
+struct Rates {
+    at: Option<Instant>,
+    /// Counters (written, read) at the last sample, per series.
+    last: HashMap<String, (u64, u64)>,
+    /// (written/s, read/s), oldest first, per server.
+    history: HashMap<String, VecDeque<(f64, f64)>>,
+    /// Counters at the last sample and the latest rates, per tablet.
+    tablets: HashMap<TabletKey, (Counts, PerSecond)>,
+}
+
+/// (table id, tablet id, epoch).
+type TabletKey = (u64, u64, u64);
+/// Rows (written, read) so far.
+type Counts = (u64, u64);
+/// Rows (written, read) per second.
+type PerSecond = (f64, f64);
 
 impl Node {
     /// A node of these roles.
@@ -59,9 +84,75 @@ impl Node {
         Arc::new(Node {
             manager,
             tserver,
-            rate: Mutex::new(None),
+            rates: Mutex::new(Rates::default()),
             verifier,
         })
+    }
+
+    /// Samples the rates every [`RATE_SAMPLE_INTERVAL_MS`] until `stop`.
+    pub async fn sample_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            self.sample();
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(RATE_SAMPLE_INTERVAL_MS)) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Takes one rate sample.
+    fn sample(&self) {
+        let mut series: Vec<(String, u64, u64)> = Vec::new();
+        if let Some(m) = &self.manager {
+            for s in m.snapshot().servers {
+                series.push((s.id, s.rows_written, s.rows_read));
+            }
+        }
+        let mut tablets = Vec::new();
+        if let Some(ts) = &self.tserver {
+            let m = &ts.metrics;
+            series.push((
+                ts.id().to_string(),
+                m.rows_written.load(Ordering::Relaxed),
+                m.rows_read.load(Ordering::Relaxed),
+            ));
+            for t in ts.open_tablets() {
+                tablets.push((
+                    (t.table_id, t.id, t.epoch),
+                    (
+                        t.rows_written.load(Ordering::Relaxed),
+                        t.rows_read.load(Ordering::Relaxed),
+                    ),
+                ));
+            }
+        }
+        let now = Instant::now();
+        let mut g = self.rates.lock();
+        let dt = g.at.map(|t| now.duration_since(t).as_secs_f64());
+        g.at = Some(now);
+        let rate = |now: u64, before: u64, dt: f64| now.saturating_sub(before) as f64 / dt;
+        let mut last = HashMap::new();
+        for (id, w, r) in series {
+            if let (Some(dt), Some(&(pw, pr))) = (dt, g.last.get(&id)) {
+                let h = g.history.entry(id.clone()).or_default();
+                h.push_back((rate(w, pw, dt), rate(r, pr, dt)));
+                while h.len() > RATE_SAMPLES_MAX {
+                    h.pop_front();
+                }
+            }
+            last.insert(id, (w, r));
+        }
+        g.history.retain(|id, _| last.contains_key(id));
+        g.last = last;
+        let mut next = HashMap::new();
+        for (k, (w, r)) in tablets {
+            let rates = match (dt, g.tablets.get(&k)) {
+                (Some(dt), Some(&((pw, pr), _))) => (rate(w, pw, dt), rate(r, pr, dt)),
+                _ => (0.0, 0.0),
+            };
+            next.insert(k, ((w, r), rates));
+        }
+        g.tablets = next;
     }
 
     /// Whether the `Authorization` header value allows a read; `Err` holds
@@ -95,33 +186,6 @@ impl Node {
             Ok(())
         } else {
             Err(format!("{p} may not read"))
-        }
-    }
-
-    /// Rows written and read per second since the previous call (at least
-    /// one second apart), from this node's tablet server counters.
-    fn rates(&self) -> (f64, f64) {
-        let Some(ts) = &self.tserver else {
-            return (0.0, 0.0);
-        };
-        let w = ts.metrics.rows_written.load(Ordering::Relaxed);
-        let r = ts.metrics.rows_read.load(Ordering::Relaxed);
-        let now = Instant::now();
-        let mut g = self.rate.lock();
-        match *g {
-            Some((t, pw, pr, rw, rr)) => {
-                let dt = now.duration_since(t).as_secs_f64();
-                if dt < 1.0 {
-                    return (rw, rr);
-                }
-                let (rw, rr) = ((w - pw) as f64 / dt, (r - pr) as f64 / dt);
-                *g = Some((now, w, r, rw, rr));
-                (rw, rr)
-            }
-            None => {
-                *g = Some((now, w, r, 0.0, 0.0));
-                (0.0, 0.0)
-            }
         }
     }
 
@@ -249,69 +313,172 @@ impl Node {
         s
     }
 
-    /// The HTML status page.
+    /// The HTML status page: refreshes itself every
+    /// [`RATE_SAMPLE_INTERVAL_MS`]; keys are shown as the CLI shows them.
     pub fn page(&self) -> String {
-        let mut h = String::from(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>tablinum</title>\
-             <style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}</style>\
+        let mut h = format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\">\
+             <meta http-equiv=\"refresh\" content=\"{}\"><title>tablinum</title><style>{PAGE_CSS}</style>\
              </head><body><h1>tablinum</h1>",
+            RATE_SAMPLE_INTERVAL_MS / 1000
         );
-        let (w, r) = self.rates();
+        let rates = self.rates.lock();
         if let Some(m) = &self.manager {
             let snap = m.snapshot();
-            let _ = write!(
+            let tablets: u32 = snap.tables.iter().map(|t| t.tablets).sum();
+            let _ =
+                write!(
                 h,
-                "<h2>Live tablet servers ({})</h2><table><tr><th>id</th><th>address</th><th>status page</th><th>tablets</th><th>last heartbeat</th><th>rows written</th><th>rows read</th></tr>",
-                snap.servers.len()
+                "<div class=\"cards\"><div><b>{}</b>live servers</div><div><b>{}</b>tables</div>\
+                 <div><b>{tablets}</b>tablets</div><div class=\"{}\"><b>{}</b>unassigned</div>\
+                 <div><b>{}</b>servers declared dead</div></div>",
+                snap.servers.len(),
+                snap.tables.len(),
+                if snap.tablets_unassigned > 0 { "warn" } else { "" },
+                snap.tablets_unassigned,
+                snap.servers_expired,
+            );
+            h.push_str(
+                "<h2>Tablet servers</h2><table><tr><th>id</th><th>address</th><th>tablets</th>\
+                 <th>last heartbeat</th><th>rows/s written</th><th>rows/s read</th>\
+                 <th>last 5 minutes <span class=\"w\">written</span> <span class=\"r\">read</span></th></tr>",
             );
             for s in &snap.servers {
+                let hist = rates.history.get(&s.id);
+                let (w, r) = hist.and_then(|h| h.back().copied()).unwrap_or_default();
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ms ago</td><td>{}</td><td>{}</td></tr>",
-                    esc(&s.id), esc(&s.address), esc(&s.http), s.tablets, s.last_heartbeat_ms, s.rows_written, s.rows_read
+                    "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{} ms ago</td>\
+                     <td class=\"n\">{w:.0}</td><td class=\"n\">{r:.0}</td><td>{}</td></tr>",
+                    esc(&s.id),
+                    esc(&s.address),
+                    s.tablets,
+                    s.last_heartbeat_ms,
+                    sparkline(hist),
                 );
             }
-            let _ = write!(
-                h,
-                "</table><h2>Tables ({})</h2><table><tr><th>name</th><th>id</th><th>tablets</th><th>durability</th></tr>",
-                snap.tables.len()
+            h.push_str(
+                "</table><h2>Tables</h2><table><tr><th>name</th><th>id</th><th>tablets</th><th>durability</th></tr>",
             );
             for t in &snap.tables {
                 let d = if t.durability == 1 { "nosync" } else { "sync" };
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{d}</td></tr>",
+                    "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{d}</td></tr>",
                     esc(&t.name),
                     t.id,
                     t.tablets
                 );
             }
-            let _ = write!(
-                h,
-                "</table><p>Unassigned tablets: {}</p>",
-                snap.tablets_unassigned
-            );
+            h.push_str("</table>");
         }
         if let Some(ts) = &self.tserver {
-            let hosted = ts.hosted();
+            let open = ts.open_tablets();
+            let hist = rates.history.get(ts.id());
+            let (w, r) = hist.and_then(|h| h.back().copied()).unwrap_or_default();
             let _ = write!(
                 h,
-                "<h2>This tablet server ({})</h2><p>{w:.0} rows/s written, {r:.0} rows/s read</p><table><tr><th>table</th><th>tablet</th><th>start</th><th>end</th></tr>",
-                esc(ts.id())
+                "<h2>This tablet server</h2><p>{} &middot; {} tablets open &middot; {w:.0} rows/s written, \
+                 {r:.0} rows/s read {}</p><table><tr><th>table</th><th>tablet</th><th>epoch</th>\
+                 <th>start</th><th>end</th><th>on disk</th><th>files</th><th>rows/s written</th>\
+                 <th>rows/s read</th><th>compaction debt</th></tr>",
+                esc(ts.id()),
+                open.len(),
+                sparkline(hist),
             );
-            for (t, id, s, e) in &hosted {
+            for t in open.iter().take(PAGE_TABLETS_MAX) {
+                let (tw, tr) = rates
+                    .tablets
+                    .get(&(t.table_id, t.id, t.epoch))
+                    .map(|x| x.1)
+                    .unwrap_or_default();
+                let stats = t.store.stats();
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td>{id}</td><td>{}</td><td>{}</td></tr>",
-                    esc(t),
-                    esc(&String::from_utf8_lossy(s)),
-                    esc(&String::from_utf8_lossy(e))
+                    "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td>\
+                     <td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                     <td class=\"n\">{tw:.0}</td><td class=\"n\">{tr:.0}</td><td class=\"n\">{}</td></tr>",
+                    esc(&t.table),
+                    t.id,
+                    t.epoch,
+                    esc(&tablinum_client::display_key(&t.start, "-inf")),
+                    esc(&tablinum_client::display_key(&t.end, "+inf")),
+                    bytes_text(t.store.disk_bytes()),
+                    t.store.immutable_files().len(),
+                    bytes_text(stats.compaction_debt_bytes),
                 );
             }
             h.push_str("</table>");
+            if open.len() > PAGE_TABLETS_MAX {
+                let _ = write!(
+                    h,
+                    "<p>{} more tablets not listed (PAGE_TABLETS_MAX)</p>",
+                    open.len() - PAGE_TABLETS_MAX
+                );
+            }
         }
-        h.push_str("<p><a href=\"/metrics\">/metrics</a></p></body></html>\n");
+        h.push_str(
+            "<p class=\"foot\"><a href=\"/metrics\">/metrics</a> &middot; refreshes every 5 s</p></body></html>\n",
+        );
         h
+    }
+}
+
+/// The page's style.
+const PAGE_CSS: &str = "body{font-family:system-ui,sans-serif;margin:1.5em 2em;color:#222}\
+h1{margin:0 0 .6em}h2{margin:1.4em 0 .4em;font-size:1.15em}\
+table{border-collapse:collapse}td,th{padding:3px 12px;text-align:left;border-bottom:1px solid #e4e4e4}\
+th{background:#f4f4f6;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+code{font-size:.92em}.cards{display:flex;gap:1em}.cards div{background:#f4f4f6;border-radius:6px;\
+padding:.5em 1em;min-width:7em}.cards b{display:block;font-size:1.6em}.cards .warn{background:#fde2e1}\
+.w{color:#2b6cb0}.r{color:#c05621}.foot{color:#777;margin-top:2em}";
+
+/// An inline SVG chart of a server's written (blue) and read (orange)
+/// rows/s over the samples kept.
+fn sparkline(h: Option<&VecDeque<(f64, f64)>>) -> String {
+    const W: f64 = 180.0;
+    const H: f64 = 28.0;
+    let Some(h) = h.filter(|h| h.len() >= 2) else {
+        return "<span class=\"foot\">collecting…</span>".into();
+    };
+    let max = h.iter().map(|&(w, r)| w.max(r)).fold(1.0, f64::max);
+    let step = W / (RATE_SAMPLES_MAX - 1) as f64;
+    let x0 = W - step * (h.len() - 1) as f64;
+    let line = |pick: fn(&(f64, f64)) -> f64| {
+        h.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                format!(
+                    "{:.1},{:.1}",
+                    x0 + step * i as f64,
+                    H - 1.0 - (H - 2.0) * pick(v) / max
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "<svg width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\"><rect width=\"{W}\" height=\"{H}\" fill=\"#fafafa\"/>\
+         <polyline fill=\"none\" stroke=\"#2b6cb0\" stroke-width=\"1.5\" points=\"{}\"/>\
+         <polyline fill=\"none\" stroke=\"#c05621\" stroke-width=\"1.5\" points=\"{}\"/></svg>",
+        line(|v| v.0),
+        line(|v| v.1)
+    )
+}
+
+/// Bytes as an operator reads them (KiB, MiB, GiB).
+fn bytes_text(b: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
     }
 }
 
@@ -319,6 +486,7 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// The TLS acceptor of the HTTP listener (no client certificates: the

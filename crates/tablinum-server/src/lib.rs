@@ -166,6 +166,7 @@ pub async fn start(
         Some(t) => Some(http::tls_acceptor(t)?),
         None => None,
     };
+    tasks.push(tokio::spawn(node.clone().sample_loop(stop_rx.clone())));
     tasks.push(tokio::spawn(http::serve(
         http_l,
         node.clone(),

@@ -495,6 +495,8 @@ pub struct Slot {
     pub rows_max: usize,
     /// Rows to send at most.
     pub limit: u64,
+    /// Its tablet's count of rows read.
+    pub rows_read: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Up to `want` rows of `slot`, the row read ahead first.
@@ -642,6 +644,8 @@ pub async fn produce(
                 open.retain(|&j| j != i);
             }
             metrics.batch_sent(rows.len());
+            slot.rows_read
+                .fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let batch_bytes: usize = rows.iter().map(row_bytes).sum();
             credits.sent(i, batch_bytes);
             if !msg.is_empty() && msg_bytes + batch_bytes > MESSAGE_BYTES_BUDGET {

@@ -55,6 +55,10 @@ pub struct Tablet {
     pub epoch: u64,
     /// Its store.
     pub store: Arc<Store>,
+    /// Rows written to it here (puts and deletes).
+    pub rows_written: AtomicU64,
+    /// Rows read from it here (gets, heads, scan rows).
+    pub rows_read: Arc<AtomicU64>,
 }
 
 impl Tablet {
@@ -232,6 +236,13 @@ impl Tserver {
     /// Bytes of unacknowledged scan batches this server holds now.
     pub fn scan_bytes_in_flight(&self) -> usize {
         self.scan_bytes.used()
+    }
+
+    /// The tablets open now, sorted by table and start key.
+    pub fn open_tablets(&self) -> Vec<Arc<Tablet>> {
+        let mut v: Vec<Arc<Tablet>> = self.tablets.read().values().flatten().cloned().collect();
+        v.sort_by(|a, b| (&a.table, &a.start).cmp(&(&b.table, &b.start)));
+        v
     }
 
     /// Tablets open now, as (table, tablet id, start, end).
@@ -420,6 +431,7 @@ impl Tserver {
                 lookahead: None,
                 rows_max,
                 limit,
+                rows_read: tablet.rows_read.clone(),
             },
             window,
         ))
@@ -717,6 +729,8 @@ impl Tserver {
                                 end: a.end,
                                 epoch: a.epoch,
                                 store: Arc::new(store),
+                                rows_written: AtomicU64::new(0),
+                                rows_read: Arc::new(AtomicU64::new(0)),
                             });
                             let mut m = me.tablets.write();
                             if me.assigned.lock().contains(&k) {
@@ -916,6 +930,7 @@ impl TabletRpc for TserverService {
         }
         let seq = blocking(|| tablet.store.write(&batch)).map_err(|e| ts.fenced(&tablet, e))?;
         ts.metrics.rows_written.fetch_add(n, Ordering::Relaxed);
+        tablet.rows_written.fetch_add(n, Ordering::Relaxed);
         Ok(Response::new(v1::WriteResponse { seq }))
     }
 
@@ -929,6 +944,7 @@ impl TabletRpc for TserverService {
         let v = blocking(|| tablet.store.get(&req.key)).map_err(|e| ts.fenced(&tablet, e))?;
         ts.confirm_read(&tablet)?;
         ts.metrics.rows_read.fetch_add(1, Ordering::Relaxed);
+        tablet.rows_read.fetch_add(1, Ordering::Relaxed);
         Ok(Response::new(match v {
             Some(value) => v1::GetResponse { found: true, value },
             None => v1::GetResponse::default(),

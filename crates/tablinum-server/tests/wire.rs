@@ -702,9 +702,22 @@ fn status_page_and_metrics_are_served_over_http() {
     assert!(m.contains("tablinum_manager_tables 1"), "{m}");
     assert!(m.contains("tablinum_manager_live_servers 1"), "{m}");
     assert!(m.contains("tablinum_tserver_rows_written_total 10"), "{m}");
+    // Binary split keys show as the CLI shows them (hex), not raw bytes.
+    c.client
+        .create_table(
+            "bin",
+            Split::Points(vec![vec![0xff, 0x00, 0x7f]]),
+            Durability::Nosync,
+        )
+        .unwrap();
+    c.wait_open("bin", 2);
     let p = get(&format!("GET / HTTP/1.1\r\n{auth}\r\n"));
+    assert!(p.contains("<h2>Tables</h2>") && p.contains(">web<"), "{p}");
+    assert!(p.contains("<code>0xff007f</code>"), "{p}");
+    assert!(!p.contains('\u{fffd}'), "{p}");
+    assert!(p.contains("http-equiv=\"refresh\""), "{p}");
     assert!(
-        p.contains("<h2>Tables (1)</h2>") && p.contains("web"),
+        p.contains("rows/s written") && p.contains("compaction debt"),
         "{p}"
     );
     assert!(!p.contains(c.admin.expose()) && !p.contains(common::TEST_SECRET));
