@@ -90,6 +90,18 @@ pub fn credential_for(addr: &str) -> Result<Option<Credential>, BenchError> {
 }
 
 impl LocalCluster {
+    /// The TLS a client of this cluster needs: its CA when it was started
+    /// with `tls` (`tablinum up --tls` keeps it in DATA/tls/ca.pem).
+    pub fn client_tls(&self) -> Result<Option<tablinum_client::ClientTls>, BenchError> {
+        let ca = tablinum_server::embedded_ca_path(&self.data);
+        if !ca.exists() {
+            return Ok(None);
+        }
+        tablinum_client::ClientTls::from_files(&ca, None)
+            .map(Some)
+            .map_err(|e| cluster_err("read the cluster's CA", e.to_string()))
+    }
+
     /// The admin token the cluster wrote into its data directory.
     pub fn credential(&self) -> Result<Credential, BenchError> {
         let p = self.data.join(ADMIN_TOKEN_FILE);
@@ -97,9 +109,15 @@ impl LocalCluster {
             .map_err(|e| cluster_err("read the admin token", e.to_string()))
     }
 
-    /// Starts `program up` with its data in `data` (created if missing) and
-    /// its output appended to `log`, and waits for its ready line.
-    pub fn start(program: &Path, data: &Path, log: &Path) -> Result<LocalCluster, BenchError> {
+    /// Starts `program up` (with `--tls` when `tls`) with its data in
+    /// `data` (created if missing) and its output appended to `log`, and
+    /// waits for its ready line.
+    pub fn start(
+        program: &Path,
+        data: &Path,
+        log: &Path,
+        tls: bool,
+    ) -> Result<LocalCluster, BenchError> {
         std::fs::create_dir_all(data)
             .map_err(|e| BenchError::io(data, "create cluster data directory", e))?;
         if let Some(dir) = log.parent() {
@@ -119,6 +137,7 @@ impl LocalCluster {
             .arg("--data")
             .arg(data)
             .args(["--listen", ANY_LOCAL_PORT, "--http", ANY_LOCAL_PORT])
+            .args(tls.then_some("--tls"))
             // Its credentials entry goes beside its data, not into the
             // user's credentials file.
             .env("XDG_CONFIG_HOME", data.join(".config"))

@@ -96,18 +96,26 @@ pub enum TableCommand {
 
 /// Runs `tablinum up`: manager and tablet server in this process until
 /// Ctrl-C or SIGTERM.
-pub fn up(data: PathBuf, listen: String, http: String) -> anyhow::Result<()> {
+pub fn up(data: PathBuf, listen: String, http: String, tls: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize().unwrap_or(data);
     let token_file = tablinum_server::embedded_admin_token_path(&data);
+    let ca = tablinum_server::embedded_ca_path(&data);
     run_roles(
-        move || async move { tablinum_server::start_embedded(&data, &listen, &http).await },
+        move || async move { tablinum_server::start_embedded(&data, &listen, &http, tls).await },
         move |r| {
             let creds = remember_admin_token(&token_file, &r.grpc.to_string())?;
+            let scheme = if tls { "https" } else { "http" };
             out!("tablinum up: cluster ready (manager + tablet server in one process)");
             out!("  grpc     {}", r.grpc);
-            out!("  status   http://{}/", r.http);
-            out!("  metrics  http://{}/metrics", r.http);
+            out!("  status   {scheme}://{}/", r.http);
+            out!("  metrics  {scheme}://{}/metrics", r.http);
+            if tls {
+                out!(
+                    "  TLS only: clients pass --ca {} (or set TABLINUM_CA)",
+                    ca.display()
+                );
+            }
             out!("  admin token in {} (mode 0600)", token_file.display());
             match creds {
                 Some(p) => out!("  credentials for {} saved in {}", r.grpc, p.display()),

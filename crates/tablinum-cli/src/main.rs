@@ -32,6 +32,11 @@ enum Command {
         /// HTTP address of the status page and /metrics.
         #[arg(long, default_value = cluster::UP_HTTP_DEFAULT)]
         http: String,
+        /// Speak TLS only, with a certificate for localhost signed by a CA
+        /// of its own (made at the first start in DIR/tls; clients pass
+        /// `--ca DIR/tls/ca.pem`).
+        #[arg(long)]
+        tls: bool,
     },
     /// Run the manager from a config file's [manager] section.
     Manager {
@@ -234,7 +239,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
-        Command::Up { data, listen, http } => cluster::up(data, listen, http)?,
+        Command::Up {
+            data,
+            listen,
+            http,
+            tls,
+        } => cluster::up(data, listen, http, tls)?,
         Command::Manager { config } => cluster::role(config, true)?,
         Command::Tserver { config } => cluster::role(config, false)?,
         Command::Table { cluster, cmd } => cluster::table(&cluster, cmd)?,

@@ -171,6 +171,23 @@ fn cluster_target_runs_a_workload_with_and_without_its_own_cluster() {
     assert!(s.disk_bytes.is_some_and(|b| b > 0), "{s:?}");
     assert!(!out.join("data").exists(), "data dir removed");
 
+    // The same through TLS (`tablinum up --tls`, the client trusting its CA).
+    let out_tls = tmp.path().join("own-tls");
+    let out_tls_s = out_tls.to_string_lossy().into_owned();
+    ok(&tablinum(&[
+        "bench",
+        "run",
+        &wl_s,
+        "--target",
+        "cluster:tablets=2,tls=1",
+        "--out",
+        &out_tls_s,
+        "--quiet",
+    ]));
+    let s = RunSummary::load(&out_tls).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.failed, 0, "{s:?}");
+    assert!(s.ops["get"].successful > 0, "{s:?}");
+
     // A running cluster: the table is created, then dropped at the end.
     let (mut cluster, addr) = start_cluster(&tmp.path().join("cluster"));
     let out = tmp.path().join("given");

@@ -120,6 +120,12 @@ impl From<Status> for Error {
             Code::DeadlineExceeded => Error::Timeout(m),
             Code::Unauthenticated => Error::Unauthenticated(m),
             Code::PermissionDenied => Error::PermissionDenied(m),
+            // tonic's word for a connection that failed below gRPC (a TLS
+            // server spoken to in plaintext, a reset): for anything but a
+            // write (see write_outcome) nothing was applied.
+            Code::Unknown if m.starts_with("transport error") => Error::Connect(format!(
+                "{m} (the connection failed below gRPC: a server that speaks TLS needs --ca / TABLINUM_CA)"
+            )),
             Code::Unknown => Error::OutcomeUnknown(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }

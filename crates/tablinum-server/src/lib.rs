@@ -296,10 +296,74 @@ pub fn embedded_admin_token_path(data: &Path) -> std::path::PathBuf {
     data.join(config::ADMIN_TOKEN_FILE_NAME)
 }
 
+/// Where `tablinum up --tls` keeps the CA its certificate chains to
+/// (clients pass it as `--ca`): `<data>/tls/ca.pem`.
+pub fn embedded_ca_path(data: &Path) -> std::path::PathBuf {
+    data.join(EMBEDDED_TLS_DIR).join("ca.pem")
+}
+
+/// The directory of `tablinum up --tls`'s certificates in its data directory.
+const EMBEDDED_TLS_DIR: &str = "tls";
+
+/// The certificate and key of `tablinum up --tls` (created at its first
+/// start, kept after): a CA of its own (`tls/ca.pem`; its key is not kept)
+/// and a certificate it signed for `localhost` and `127.0.0.1`
+/// (`tls/server.pem`, `tls/server.key`, mode 0600). Returns (ca, cert, key).
+pub fn embedded_tls_files(
+    data: &Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf), String> {
+    let dir = data.join(EMBEDDED_TLS_DIR);
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    );
+    if ca.exists() && cert.exists() && key.exists() {
+        return Ok((ca, cert, key));
+    }
+    fn e(what: &'static str) -> impl Fn(rcgen::Error) -> String {
+        move |e| format!("generating the {what}: {e}")
+    }
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e("CA"))?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "tablinum up CA");
+    let issuer = rcgen::CertifiedIssuer::self_signed(
+        ca_params,
+        rcgen::KeyPair::generate().map_err(e("CA key"))?,
+    )
+    .map_err(e("CA"))?;
+    let server_key = rcgen::KeyPair::generate().map_err(e("server key"))?;
+    let server = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .map_err(e("server certificate"))?
+        .signed_by(&server_key, &issuer)
+        .map_err(e("server certificate"))?;
+    let write = |p: &Path, text: &str| {
+        tablinum_auth::files::write_secret_file(p, text).map_err(|e| e.to_string())
+    };
+    write(&key, &server_key.serialize_pem())?;
+    write(&cert, &server.pem())?;
+    write(&ca, &issuer.pem())?;
+    Ok((ca, cert, key))
+}
+
 /// The embedded cluster of `tablinum up`: manager and tablet server in this
 /// process, metadata in `<data>/manager`, tablets in `<data>/storage`, the
 /// cluster secret and the bootstrap admin token in `<data>` (mode 0600).
-pub async fn start_embedded(data: &Path, listen: &str, http: &str) -> Result<Running, String> {
+/// With `tls`, both listeners speak TLS only, with the certificate of
+/// [`embedded_tls_files`].
+pub async fn start_embedded(
+    data: &Path,
+    listen: &str,
+    http: &str,
+    tls: bool,
+) -> Result<Running, String> {
+    let tls_files = if tls {
+        Some(embedded_tls_files(data)?)
+    } else {
+        None
+    };
     let m = ManagerConfig {
         listen: listen.to_string(),
         http: http.to_string(),
@@ -307,10 +371,15 @@ pub async fn start_embedded(data: &Path, listen: &str, http: &str) -> Result<Run
         storage: data.join("storage"),
         cluster_secret_file: embedded_secret_path(data),
         admin_token_file: embedded_admin_token_path(data),
+        tls_cert: tls_files.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
+        tls_key: tls_files.as_ref().map(|f| f.2.clone()).unwrap_or_default(),
         ..ManagerConfig::default()
     };
     let t = TserverConfig {
         storage: data.join("storage"),
+        tls_cert: tls_files.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
+        tls_key: tls_files.as_ref().map(|f| f.2.clone()).unwrap_or_default(),
+        tls_ca: tls_files.as_ref().map(|f| f.0.clone()).unwrap_or_default(),
         ..TserverConfig::default()
     };
     start(Some(m), Some(t)).await

@@ -197,6 +197,10 @@ pub struct StreamLimitArgs {
     /// Seed of the run order and of the query starts.
     #[arg(long, default_value_t = SEED)]
     pub seed: u64,
+    /// Start the cluster with TLS on every listener (`tablinum up --tls`),
+    /// to measure what TLS costs.
+    #[arg(long, conflicts_with = "cluster")]
+    pub tls: bool,
     /// Rows per batch of the fixed stream limits (the report's design is 1,
     /// one row per message; other values are for exploring what a window of
     /// batches could do, and are recorded in scenario.json).
@@ -837,6 +841,9 @@ pub struct ClusterInfo {
     pub data_dir: Option<PathBuf>,
     /// Log of a started cluster.
     pub log: Option<PathBuf>,
+    /// The cluster speaks TLS (`--tls`).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 /// `scenario.json` of the stream-limit scenario.
@@ -1327,7 +1334,7 @@ pub fn run(args: &StreamLimitArgs, child: &ChildCommand) -> Result<StreamLimitRe
                 child.program.display(),
                 data.display()
             );
-            let c = LocalCluster::start(&child.program, &data, &out.join(CLUSTER_LOG))?;
+            let c = LocalCluster::start(&child.program, &data, &out.join(CLUSTER_LOG), args.tls)?;
             ClusterHandle::Started(c, data)
         }
     };
@@ -1361,8 +1368,18 @@ fn run_on(
         ClusterHandle::Started(c, _) => Some(c.credential()?),
         ClusterHandle::Given(a) => crate::local_cluster::credential_for(a)?,
     };
-    let client = Client::connect_with(&addr, ClientConfig::with_credential(credential))
-        .map_err(|e| client_err("connect", e))?;
+    let tls = match cluster {
+        ClusterHandle::Started(c, _) => c.client_tls()?,
+        ClusterHandle::Given(_) => None,
+    };
+    let client = Client::connect_with(
+        &addr,
+        ClientConfig {
+            tls,
+            ..ClientConfig::with_credential(credential)
+        },
+    )
+    .map_err(|e| client_err("connect", e))?;
     let runs_total = p.qs.len() * p.stream_limits.len() * p.repeat as usize;
     let mut report = StreamLimitReport {
         scenario: "stream-limit".into(),
@@ -1387,6 +1404,7 @@ fn run_on(
                 ClusterHandle::Started(c, _) => Some(c.log_path().to_path_buf()),
                 ClusterHandle::Given(_) => None,
             },
+            tls: args.tls,
         },
         parameters: p.clone(),
         runs_total,

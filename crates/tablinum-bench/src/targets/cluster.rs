@@ -45,6 +45,8 @@ pub struct ClusterSpec {
     pub stream_limit: WindowMode,
     /// Rows per batch of scans (0: the client's default).
     pub batch_rows: u32,
+    /// Start the cluster with TLS (`tablinum up --tls`).
+    pub tls: bool,
 }
 
 impl Default for ClusterSpec {
@@ -55,6 +57,7 @@ impl Default for ClusterSpec {
             table: TABLE_DEFAULT.to_string(),
             stream_limit: WindowMode::Adaptive,
             batch_rows: 0,
+            tls: false,
         }
     }
 }
@@ -104,10 +107,17 @@ impl ClusterSpec {
                         )));
                     }
                 }
+                "tls" => {
+                    spec.tls = match v {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => return Err(bad(&"is 1 or 0")),
+                    }
+                }
                 _ => {
                     return Err(TargetError(format!(
                         "unknown cluster option `{k}` (known: addr, tablets, table, \
-                         stream_limit, batch_rows)"
+                         stream_limit, batch_rows, tls)"
                     )))
                 }
             }
@@ -152,6 +162,12 @@ impl ClusterTarget {
     /// starts a cluster unless an address is given, then creates the table.
     pub fn open(cfg: &TargetConfig, options: &str) -> Result<ClusterTarget, TargetError> {
         let spec = ClusterSpec::parse(options)?;
+        if spec.tls && spec.addr.is_some() {
+            return Err(TargetError(
+                "cluster option `tls=1` starts a TLS cluster; it does not go with an address"
+                    .into(),
+            ));
+        }
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
         let (local, local_data) = match &spec.addr {
@@ -160,7 +176,7 @@ impl ClusterTarget {
                 let program = std::env::current_exe()
                     .map_err(|e| TargetError(format!("cannot find the current executable: {e}")))?;
                 let data = cfg.dir.join(CLUSTER_DATA_DIR);
-                let c = LocalCluster::start(&program, &data, &cfg.dir.join(CLUSTER_LOG))
+                let c = LocalCluster::start(&program, &data, &cfg.dir.join(CLUSTER_LOG), spec.tls)
                     .map_err(err)?;
                 (Some(c), Some(data))
             }
@@ -174,8 +190,18 @@ impl ClusterTarget {
             Some(c) => Some(c.credential().map_err(err)?),
             None => crate::local_cluster::credential_for(&addr).map_err(err)?,
         };
-        let client =
-            Client::connect_with(&addr, ClientConfig::with_credential(credential)).map_err(err)?;
+        let tls = match &local {
+            Some(c) => c.client_tls().map_err(err)?,
+            None => None,
+        };
+        let client = Client::connect_with(
+            &addr,
+            ClientConfig {
+                tls,
+                ..ClientConfig::with_credential(credential)
+            },
+        )
+        .map_err(err)?;
         let durability = if cfg.sync {
             Durability::Sync
         } else {
@@ -291,7 +317,9 @@ mod tests {
         assert_eq!(s.batch_rows, 1);
         assert_eq!(s.table, "t1");
         let s = ClusterSpec::parse("tablets=4").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((s.addr, s.tablets), (None, 4));
+        assert_eq!((s.addr, s.tablets, s.tls), (None, 4, false));
+        let s = ClusterSpec::parse("tls=1").unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.tls);
         for (bad, needle) in [
             ("tablets=0", "tablets"),
             ("tablets=x", "tablets"),
@@ -299,6 +327,7 @@ mod tests {
             ("table=a b", "table"),
             ("color=red", "unknown cluster option"),
             ("a:1,b:2", "two addresses"),
+            ("tls=yes", "tls"),
         ] {
             match ClusterSpec::parse(bad) {
                 Ok(s) => panic!("accepted {bad}: {s:?}"),
