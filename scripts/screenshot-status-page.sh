@@ -48,8 +48,9 @@ mode = "rate"
 rate_ops_per_s = 400
 report_interval_s = 10
 seed = 7
-preload_keys = 20_000
-keys = 20_000
+preload_keys = 2_000
+# be64 keys up to 2^48: their first two bytes spread writes over every tablet
+keys = 281_474_976_710_656
 key_generator = "uniform"
 value_size_bytes = 4096
 
