@@ -141,7 +141,7 @@ fn remember_admin_token(token_file: &Path, addr: &str) -> anyhow::Result<Option<
 
 /// Runs `tablinum manager` / `tablinum tserver` from a config file.
 pub fn role(config: PathBuf, manager: bool) -> anyhow::Result<()> {
-    let cfg = tablinum_server::ConfigFile::load(&config).map_err(anyhow::Error::msg)?;
+    let cfg = tablinum_server::ConfigFile::load(&config)?;
     let (m, t) = if manager {
         let Some(m) = cfg.manager else {
             bail!("config {} has no [manager] section", config.display());
@@ -172,7 +172,7 @@ fn run_roles<F, Fut>(
 ) -> anyhow::Result<()>
 where
     F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<tablinum_server::Running, String>>,
+    Fut: std::future::Future<Output = tablinum_server::Result<tablinum_server::Running>>,
 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -181,7 +181,7 @@ where
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let running = start().await.map_err(anyhow::Error::msg)?;
+        let running = start().await?;
         if let Err(e) = ready(&running) {
             running.shutdown().await;
             return Err(e);

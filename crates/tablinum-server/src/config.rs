@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::error::Error;
+
 /// Default manager gRPC address.
 pub const MANAGER_LISTEN_DEFAULT: &str = "127.0.0.1:7400";
 /// Default manager HTTP (status, metrics) address.
@@ -112,8 +114,8 @@ impl std::fmt::Debug for ListenerTls {
     }
 }
 
-fn read_pem(what: &str, p: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(p).map_err(|e| format!("{what} {}: {e}", p.display()))
+fn read_pem(what: &str, p: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(p).map_err(|e| Error::Tls(format!("{what} {}: {e}", p.display())))
 }
 
 /// The TLS of a listener from its settings: none when `cert` and `key` are
@@ -124,17 +126,23 @@ pub fn listener_tls(
     cert: &Path,
     key: &Path,
     client_ca: &Path,
-) -> Result<Option<ListenerTls>, String> {
+) -> Result<Option<ListenerTls>, Error> {
     let set = |p: &Path| !p.as_os_str().is_empty();
     match (set(cert), set(key)) {
         (false, false) => {
             if set(client_ca) {
-                return Err(format!("[{role}] tls_client_ca needs tls_cert and tls_key"));
+                return Err(Error::Config(format!(
+                    "[{role}] tls_client_ca needs tls_cert and tls_key"
+                )));
             }
             Ok(None)
         }
-        (true, false) => Err(format!("[{role}] tls_cert is set but tls_key is not")),
-        (false, true) => Err(format!("[{role}] tls_key is set but tls_cert is not")),
+        (true, false) => Err(Error::Config(format!(
+            "[{role}] tls_cert is set but tls_key is not"
+        ))),
+        (false, true) => Err(Error::Config(format!(
+            "[{role}] tls_key is set but tls_cert is not"
+        ))),
         (true, true) => Ok(Some(ListenerTls {
             cert_pem: read_pem(&format!("[{role}] tls_cert"), cert)?,
             key_pem: read_pem(&format!("[{role}] tls_key"), key)?,
@@ -316,7 +324,7 @@ impl TserverConfig {
     /// The TLS this server's outgoing calls use (to the manager and other
     /// servers): none unless `tls_ca` is set; with `tls_cert` and `tls_key`
     /// it also presents its certificate.
-    pub fn client_tls(&self) -> Result<Option<tablinum_client::ClientTls>, String> {
+    pub fn client_tls(&self) -> Result<Option<tablinum_client::ClientTls>, Error> {
         if self.tls_ca.as_os_str().is_empty() {
             return Ok(None);
         }
@@ -324,11 +332,15 @@ impl TserverConfig {
             .then_some((self.tls_cert.as_path(), self.tls_key.as_path()));
         tablinum_client::ClientTls::from_files(&self.tls_ca, id)
             .map(Some)
-            .map_err(|e| format!("[tserver] tls_ca: {e}"))
+            .map_err(|e| Error::Tls(format!("[tserver] tls_ca: {e}")))
     }
 
     /// Checks the ranges; the error names the bad setting.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
+        self.check().map_err(Error::Config)
+    }
+
+    fn check(&self) -> Result<(), String> {
         if !(1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&self.stream_limit) {
             return Err(format!(
                 "stream_limit {} is out of range 1..={}",
@@ -397,14 +409,14 @@ pub struct ConfigFile {
 
 impl ConfigFile {
     /// Reads and parses `path`; the error names the file and the problem.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, Error> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-        let cfg: ConfigFile =
-            toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+            .map_err(|e| Error::Io(format!("cannot read config {}: {e}", path.display())))?;
+        let cfg: ConfigFile = toml::from_str(&text)
+            .map_err(|e| Error::Config(format!("config {}: {e}", path.display())))?;
         if let Some(t) = &cfg.tserver {
-            t.validate()
-                .map_err(|e| format!("config {}: [tserver] {e}", path.display()))?;
+            t.check()
+                .map_err(|e| Error::Config(format!("config {}: [tserver] {e}", path.display())))?;
         }
         Ok(cfg)
     }
@@ -427,6 +439,6 @@ mod tests {
             stream_limit: 0,
             ..TserverConfig::default()
         };
-        assert!(bad.validate().unwrap_err().contains("stream_limit 0"));
+        assert!(matches!(bad.validate(), Err(Error::Config(m)) if m.contains("stream_limit 0")));
     }
 }

@@ -491,7 +491,13 @@ fn esc(s: &str) -> String {
 
 /// The TLS acceptor of the HTTP listener (no client certificates: the
 /// pages use tokens).
-pub fn tls_acceptor(t: &crate::config::ListenerTls) -> Result<tokio_rustls::TlsAcceptor, String> {
+pub fn tls_acceptor(
+    t: &crate::config::ListenerTls,
+) -> Result<tokio_rustls::TlsAcceptor, crate::Error> {
+    tls_config(t).map_err(crate::Error::Tls)
+}
+
+fn tls_config(t: &crate::config::ListenerTls) -> Result<tokio_rustls::TlsAcceptor, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use tokio_rustls::rustls;

@@ -12,6 +12,8 @@
 //! what was wrong. Never panics on input from the network.
 
 pub mod config;
+mod error;
+pub use error::{Error, Result};
 pub mod http;
 pub mod listen;
 pub mod manager;
@@ -98,10 +100,10 @@ impl Running {
     }
 }
 
-async fn bind(addr: &str, what: &str) -> Result<TcpListener, String> {
+async fn bind(addr: &str, what: &str) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen for {what} on {addr}: {e}"))
+        .map_err(|e| Error::Io(format!("cannot listen for {what} on {addr}: {e}")))
 }
 
 /// Starts the manager, a tablet server, or both in this process (both: one
@@ -110,12 +112,14 @@ async fn bind(addr: &str, what: &str) -> Result<TcpListener, String> {
 pub async fn start(
     manager: Option<ManagerConfig>,
     tserver: Option<TserverConfig>,
-) -> Result<Running, String> {
+) -> Result<Running> {
     let (listen, http_listen) = match (&manager, &tserver) {
         (Some(m), _) => (m.listen.clone(), m.http.clone()),
         (None, Some(t)) => (t.listen.clone(), t.http.clone()),
         (None, None) => {
-            return Err("nothing to run: neither [manager] nor [tserver] configured".into())
+            return Err(Error::Config(
+                "nothing to run: neither [manager] nor [tserver] configured".into(),
+            ))
         }
     };
     let secret = cluster_secret(manager.as_ref(), tserver.as_ref())?;
@@ -129,8 +133,12 @@ pub async fn start(
     let verifier = Verifier::new(&secret);
     let grpc_l = bind(&listen, "gRPC").await?;
     let http_l = bind(&http_listen, "HTTP").await?;
-    let grpc = grpc_l.local_addr().map_err(|e| e.to_string())?;
-    let http = http_l.local_addr().map_err(|e| e.to_string())?;
+    let grpc = grpc_l
+        .local_addr()
+        .map_err(|e| Error::Io(format!("gRPC listener: {e}")))?;
+    let http = http_l
+        .local_addr()
+        .map_err(|e| Error::Io(format!("HTTP listener: {e}")))?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     let mgr = match manager {
@@ -138,7 +146,7 @@ pub async fn start(
             let v = verifier.clone();
             let m = tokio::task::spawn_blocking(move || manager::Manager::open(cfg, v))
                 .await
-                .map_err(|e| e.to_string())??;
+                .map_err(|e| Error::Metadata(format!("opening the manager failed: {e}")))??;
             tasks.push(tokio::spawn(manager::ticker(m.clone(), stop_rx.clone())));
             Some(m)
         }
@@ -207,7 +215,7 @@ pub async fn start(
         }
         builder = builder
             .tls_config(c)
-            .map_err(|e| format!("TLS settings: {e}"))?;
+            .map_err(|e| Error::Tls(format!("TLS settings: {e}")))?;
     }
     let mut stop_grpc = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -266,24 +274,26 @@ fn undecodable_is_bad_input<B>(mut r: ::http::Response<B>) -> ::http::Response<B
 fn cluster_secret(
     manager: Option<&ManagerConfig>,
     tserver: Option<&TserverConfig>,
-) -> Result<ClusterSecret, String> {
+) -> Result<ClusterSecret> {
     if let Some(m) = manager {
         let p = m.cluster_secret_path();
         return tablinum_auth::files::load_or_create_cluster_secret(&p)
-            .map_err(|e| format!("[manager] cluster_secret_file: {e}"));
+            .map_err(|e| Error::Credentials(format!("[manager] cluster_secret_file: {e}")));
     }
     let Some(t) = tserver else {
-        return Err("nothing to run: neither [manager] nor [tserver] configured".into());
+        return Err(Error::Config(
+            "nothing to run: neither [manager] nor [tserver] configured".into(),
+        ));
     };
     if t.cluster_secret_file.as_os_str().is_empty() {
-        return Err(format!(
+        return Err(Error::Config(format!(
             "[tserver] cluster_secret_file is not set: name a copy of the manager's cluster secret \
              (its cluster_secret_file, by default <manager data>/{})",
             config::CLUSTER_SECRET_FILE_NAME
-        ));
+        )));
     }
     tablinum_auth::files::load_cluster_secret(&t.cluster_secret_file)
-        .map_err(|e| format!("[tserver] cluster_secret_file: {e}"))
+        .map_err(|e| Error::Credentials(format!("[tserver] cluster_secret_file: {e}")))
 }
 
 /// Where `tablinum up` keeps its cluster secret: `<data>/cluster.secret`.
@@ -311,7 +321,7 @@ const EMBEDDED_TLS_DIR: &str = "tls";
 /// (`tls/server.pem`, `tls/server.key`, mode 0600). Returns (ca, cert, key).
 pub fn embedded_tls_files(
     data: &Path,
-) -> Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf), String> {
+) -> Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
     let dir = data.join(EMBEDDED_TLS_DIR);
     let (ca, cert, key) = (
         dir.join("ca.pem"),
@@ -321,8 +331,8 @@ pub fn embedded_tls_files(
     if ca.exists() && cert.exists() && key.exists() {
         return Ok((ca, cert, key));
     }
-    fn e(what: &'static str) -> impl Fn(rcgen::Error) -> String {
-        move |e| format!("generating the {what}: {e}")
+    fn e(what: &'static str) -> impl Fn(rcgen::Error) -> Error {
+        move |e| Error::Tls(format!("generating the {what}: {e}"))
     }
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(e("CA"))?;
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -340,7 +350,8 @@ pub fn embedded_tls_files(
         .signed_by(&server_key, &issuer)
         .map_err(e("server certificate"))?;
     let write = |p: &Path, text: &str| {
-        tablinum_auth::files::write_secret_file(p, text).map_err(|e| e.to_string())
+        tablinum_auth::files::write_secret_file(p, text)
+            .map_err(|e| Error::Tls(format!("writing {}: {e}", p.display())))
     };
     write(&key, &server_key.serialize_pem())?;
     write(&cert, &server.pem())?;
@@ -353,12 +364,7 @@ pub fn embedded_tls_files(
 /// cluster secret and the bootstrap admin token in `<data>` (mode 0600).
 /// With `tls`, both listeners speak TLS only, with the certificate of
 /// [`embedded_tls_files`].
-pub async fn start_embedded(
-    data: &Path,
-    listen: &str,
-    http: &str,
-    tls: bool,
-) -> Result<Running, String> {
+pub async fn start_embedded(data: &Path, listen: &str, http: &str, tls: bool) -> Result<Running> {
     let tls_files = if tls {
         Some(embedded_tls_files(data)?)
     } else {

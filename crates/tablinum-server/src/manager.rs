@@ -28,6 +28,7 @@ use tonic::{Request, Response, Status};
 use tablinum_auth::{authorize, Credential, Grant, Need, NewToken, Role, Verifier};
 
 use crate::config::ManagerConfig;
+use crate::error::Error;
 use crate::placement;
 use crate::status_from_engine;
 
@@ -209,12 +210,16 @@ impl Manager {
     /// Opens (or creates) the metadata store and loads it; hands the valid
     /// tokens to `verifier`. At the first start (no token yet) creates an
     /// admin token and writes it to the admin token file (mode 0600).
-    pub fn open(cfg: ManagerConfig, verifier: Arc<Verifier>) -> Result<Arc<Manager>, String> {
+    pub fn open(cfg: ManagerConfig, verifier: Arc<Verifier>) -> Result<Arc<Manager>, Error> {
         if cfg.tablets_per_server_max == 0 || cfg.heartbeat_timeout_ms == 0 {
-            return Err(
+            return Err(Error::Config(
                 "[manager] tablets_per_server_max and heartbeat_timeout_ms must be > 0".into(),
-            );
+            ));
         }
+        Self::load(cfg, verifier).map_err(Error::Metadata)
+    }
+
+    fn load(cfg: ManagerConfig, verifier: Arc<Verifier>) -> Result<Arc<Manager>, String> {
         std::fs::create_dir_all(&cfg.storage)
             .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
         let opts = Options {

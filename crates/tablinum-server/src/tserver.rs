@@ -36,6 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Principal, Role, Verifier};
 
 use crate::config::TserverConfig;
+use crate::error::Error;
 use crate::scan::{produce, Credits, Cursor, ProducerMetrics, Slot};
 use crate::status_from_engine;
 
@@ -176,10 +177,14 @@ impl Tserver {
         http: String,
         secret: ClusterSecret,
         verifier: Arc<Verifier>,
-    ) -> Result<Arc<Tserver>, String> {
+    ) -> Result<Arc<Tserver>, Error> {
         cfg.validate()?;
-        std::fs::create_dir_all(&cfg.storage)
-            .map_err(|e| format!("cannot create storage root {}: {e}", cfg.storage.display()))?;
+        std::fs::create_dir_all(&cfg.storage).map_err(|e| {
+            Error::Io(format!(
+                "cannot create storage root {}: {e}",
+                cfg.storage.display()
+            ))
+        })?;
         let id = format!(
             "ts-{}-{}",
             std::process::id(),
@@ -196,7 +201,7 @@ impl Tserver {
                 ..tablinum_client::ClientConfig::with_credential(Some(secret.credential()))
             },
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Config(format!("[tserver] manager: {e}")))?;
         let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
         let slot_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_slots_max));
         let scan_bytes = crate::scan::ByteBudget::new(

@@ -480,7 +480,10 @@ fn a_separate_tablet_server_needs_the_cluster_secret() {
         .block_on(tablinum_server::start(None, Some(cfg.clone())))
         .err()
         .unwrap();
-    assert!(e.contains("cluster_secret_file is not set"), "{e}");
+    assert!(
+        matches!(&e, tablinum_server::Error::Config(m) if m.contains("cluster_secret_file is not set")),
+        "{e}"
+    );
     // The wrong secret: starts, but the manager never counts it.
     let wrong = dir.path().join("wrong.secret");
     tablinum_auth::files::load_or_create_cluster_secret(&wrong).unwrap();

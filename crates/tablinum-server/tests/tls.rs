@@ -217,5 +217,8 @@ fn half_configured_tls_is_refused_by_name() {
         .block_on(tablinum_server::start(Some(m), None))
         .err()
         .unwrap();
-    assert!(e.contains("tls_key is not"), "{e}");
+    assert!(
+        matches!(&e, tablinum_server::Error::Config(m) if m.contains("tls_key is not")),
+        "{e}"
+    );
 }
