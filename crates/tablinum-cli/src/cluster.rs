@@ -266,7 +266,7 @@ pub fn table(cluster: &ClusterArg, cmd: TableCommand) -> anyhow::Result<()> {
         }
         TableCommand::List => {
             for t in c.list_tables().map_err(hint)? {
-                let d = if t.durability == Durability::Nosync as i32 {
+                let d = if t.durability == Durability::Nosync {
                     "nosync"
                 } else {
                     "sync"

@@ -14,6 +14,7 @@
 pub mod coordinator;
 mod error;
 pub mod sortkey;
+mod types;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -39,7 +40,9 @@ pub use tablinum_auth::{Credential, Role};
 
 /// A connection that adds the caller's credential to every call.
 pub type Transport = InterceptedService<Channel, tablinum_auth::Bearer>;
-pub use tablinum_proto::v1::{Durability, IndexTerm, Mutation, Table, Tablet};
+pub use types::{
+    ClusterStatus, Durability, Head, IndexTerm, Mutation, ServerStatus, Table, Tablet,
+};
 
 /// The embedded cluster's default gRPC address (`tablinum up`).
 pub const CLUSTER_ADDR_DEFAULT: &str = "127.0.0.1:7400";
@@ -459,10 +462,11 @@ impl AsyncClient {
             name: name.to_string(),
             split_points,
             tablets,
-            durability: durability as i32,
+            durability: durability.wire(),
         };
         let r = self.manager().create_table(req).await?.into_inner();
         r.table
+            .map(Into::into)
             .ok_or_else(|| Error::Server("create table answered without a table".into()))
     }
 
@@ -524,16 +528,20 @@ impl AsyncClient {
             .list_tables(v1::ListTablesRequest {})
             .await?
             .into_inner()
-            .tables)
+            .tables
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     /// Live servers, tables, unassigned tablets.
-    pub async fn status(&self) -> Result<v1::ClusterStatusResponse> {
+    pub async fn status(&self) -> Result<ClusterStatus> {
         Ok(self
             .manager()
             .cluster_status(v1::ClusterStatusRequest {})
             .await?
-            .into_inner())
+            .into_inner()
+            .into())
     }
 
     /// The table's tablets, from the cache unless `refresh`.
@@ -555,8 +563,8 @@ impl AsyncClient {
                 Ok(r) => {
                     let r = r.into_inner();
                     let loc = Arc::new(Locations {
-                        table: r.table.unwrap_or_default(),
-                        tablets: r.tablets,
+                        table: r.table.map(Into::into).unwrap_or_default(),
+                        tablets: r.tablets.into_iter().map(Into::into).collect(),
                     });
                     self.inner
                         .tables
@@ -628,7 +636,7 @@ impl AsyncClient {
         };
         let req = v1::WriteRequest {
             table: table.to_string(),
-            mutations,
+            mutations: mutations.into_iter().map(Into::into).collect(),
             table_id: 0,
         };
         // Servers refuse to apply a copy read after this moment (it could
@@ -723,13 +731,13 @@ impl AsyncClient {
     }
 
     /// Reads one object's metadata.
-    pub async fn head(&self, table: &str, key: &[u8]) -> Result<Option<v1::HeadResponse>> {
+    pub async fn head(&self, table: &str, key: &[u8]) -> Result<Option<Head>> {
         let r = self
             .read(table, key, |mut c, req| async move {
                 Ok(c.head(req).await?.into_inner())
             })
             .await?;
-        Ok(r.found.then_some(r))
+        Ok(r.found.then(|| r.into()))
     }
 
     /// Flushes every tablet of `table` on every server hosting one.
@@ -1082,7 +1090,7 @@ impl Client {
     }
 
     /// See [`AsyncClient::status`].
-    pub fn status(&self) -> Result<v1::ClusterStatusResponse> {
+    pub fn status(&self) -> Result<ClusterStatus> {
         self.rt.block_on(self.inner.status())
     }
 
@@ -1117,7 +1125,7 @@ impl Client {
     }
 
     /// See [`AsyncClient::head`].
-    pub fn head(&self, table: &str, key: &[u8]) -> Result<Option<v1::HeadResponse>> {
+    pub fn head(&self, table: &str, key: &[u8]) -> Result<Option<Head>> {
         self.rt.block_on(self.inner.head(table, key))
     }
 

@@ -567,3 +567,82 @@ fn http_answers_garbage_with_400_and_idle_clients_delay_nobody() {
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
     drop(idle);
 }
+
+/// The two codes no other test provokes: OUT_OF_RANGE for a message over
+/// the gRPC limit, INTERNAL for storage that fails its checksums.
+#[test]
+fn oversized_messages_are_out_of_range_and_damaged_storage_is_internal() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "codes", 1, 4096);
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let mut t = common::raw_tserver(&addr)
+            .await
+            .max_encoding_message_size(usize::MAX);
+        let e = t
+            .write(v1::WriteRequest {
+                table: "codes".into(),
+                mutations: vec![v1::Mutation {
+                    key: b"big".to_vec(),
+                    value: vec![0; tablinum_proto::GRPC_MESSAGE_BYTES_MAX + 1],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    });
+    assert_eq!(c.client.get("codes", b"big").unwrap(), None);
+    // An incompressible value (the journal compresses values that shrink),
+    // then damage to the journal where its record lies: the read that
+    // needs it fails INTERNAL, naming the corruption, never a wrong value.
+    let value: Vec<u8> = (0..4096u64).map(|i| common::mix(i) as u8).collect();
+    c.client
+        .write(
+            "codes",
+            vec![Mutation {
+                key: b"rnd".to_vec(),
+                value,
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+    c.client.flush("codes").unwrap();
+    let mut damaged = 0;
+    let mut stack = vec![dir.path().join("storage").join("tables")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jnl") {
+                let mut b = std::fs::read(&p).unwrap();
+                if b.len() > 4_096 {
+                    let n = b.len();
+                    for x in &mut b[n - 3_000..n - 1_000] {
+                        *x ^= 0x5a;
+                    }
+                    std::fs::write(&p, b).unwrap();
+                    damaged += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        damaged > 0,
+        "no journal segment found under {}",
+        dir.path().display()
+    );
+    match c.client.get("codes", b"rnd") {
+        Err(Error::Server(m)) => {
+            assert!(m.starts_with("Internal"), "{m}");
+            assert!(
+                m.contains("corrupt") || m.contains("checksum") || m.contains("CRC"),
+                "{m}"
+            );
+        }
+        other => panic!("a damaged record was read as {other:?}"),
+    }
+}

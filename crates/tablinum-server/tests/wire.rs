@@ -872,7 +872,7 @@ fn dropping_a_table_removes_it_and_its_files() {
         cl.write(v1::WriteRequest {
             table: "gone".into(),
             table_id: t.id,
-            mutations: vec![Mutation {
+            mutations: vec![v1::Mutation {
                 key: b"k".to_vec(),
                 value: b"stale".to_vec(),
                 ..Default::default()
