@@ -13,7 +13,7 @@
 # Every run starts its own `tablinum up` on loopback; every load is
 # bounded in time.
 #
-# usage: bench/scripts/trust-cost.sh BASE_BIN NEW_BIN OUT [REPEATS]
+# usage: [KINDS="volume stream-limit"] bench/scripts/trust-cost.sh BASE_BIN NEW_BIN OUT [REPEATS]
 #   BASE_BIN  e.g. built by: git worktree add /work/base f72e052 &&
 #             (cd /work/base && CARGO_TARGET_DIR=/work/target-base cargo build --release -p tablinum-cli)
 #   NEW_BIN   target/release/tablinum
@@ -23,6 +23,8 @@ base=$1
 new=$2
 out=$3
 repeats=${4:-3}
+kinds=${KINDS:-volume stream-limit}
+has() { case " $kinds " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$out"
 log() { printf 'trust-cost: %s\n' "$*" | tee -a "$out/output.txt" >&2; }
 
@@ -51,11 +53,15 @@ for r in $(seq 1 "$repeats"); do
             auth) bin=$new target=cluster extra= ;;
             tls) bin=$new target=cluster:tls=1 extra=--tls ;;
         esac
-        log "repeat $r: volume $v"
-        volume "$v" "$bin" "$target" "$out/volume/$v-r$r"
-        log "repeat $r: stream-limit q=192 $v"
-        mkdir -p "$out/stream-limit"
-        stream "$v" "$bin" "$extra" "$out/stream-limit/$v-r$r"
+        if has volume; then
+            log "repeat $r: volume $v"
+            volume "$v" "$bin" "$target" "$out/volume/$v-r$r"
+        fi
+        if has stream-limit; then
+            log "repeat $r: stream-limit q=192 $v"
+            mkdir -p "$out/stream-limit"
+            stream "$v" "$bin" "$extra" "$out/stream-limit/$v-r$r"
+        fi
     done
 done
 
@@ -64,9 +70,11 @@ labels() { # kind
         for r in $(seq 1 "$repeats"); do printf '%s=%s ' "$v" "$out/$1/$v-r$r"; done
     done
 }
-# shellcheck disable=SC2046
-"$new" bench compare $(labels volume) --out "$out/volume-compare" | tee -a "$out/output.txt"
-python3 - "$out" "$repeats" <<'EOF' | tee -a "$out/output.txt"
+if has volume; then
+    # shellcheck disable=SC2046
+    "$new" bench compare $(labels volume) --out "$out/volume-compare" | tee -a "$out/output.txt"
+fi
+has stream-limit && python3 - "$out" "$repeats" <<'EOF' | tee -a "$out/output.txt"
 import json, math, sys
 out, repeats = sys.argv[1], int(sys.argv[2])
 def stats(xs):
