@@ -46,7 +46,7 @@ pub const SCAN_STREAMS_PER_CALLER_MAX_DEFAULT: usize = 128;
 /// once: a ScanMany of 4,096 slots counts 4,096.
 pub const SCAN_SLOTS_MAX_DEFAULT: usize = 16_384;
 /// Bytes of unacknowledged batches one scan stream may hold, across its
-/// slots (a stream holding none may always send one batch).
+/// slots (a slot holding none may always send one batch).
 pub const STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 64 << 20;
 /// Bytes of unacknowledged scan batches one tablet server holds at most,
 /// across all streams; streams wait for acks beyond it.

@@ -143,10 +143,15 @@ impl Credits {
         })
     }
 
-    /// Whether the byte budgets let this stream send another batch now.
-    fn bytes_allow(&self, st: &CreditState) -> bool {
-        !self.server.full()
-            && (st.bytes_in_flight == 0 || st.bytes_in_flight < self.stream_bytes_max)
+    /// Whether the byte budgets let slot `i` send another batch now. A
+    /// slot holding no unacknowledged batch always may: a merge needs a
+    /// batch of every slot before it can emit (and acknowledge) anything,
+    /// so a budget spent on other slots must never starve one of its
+    /// first batch. Memory is then at most the budgets plus one batch per
+    /// slot, which the merge needs anyway.
+    fn bytes_allow(&self, st: &CreditState, i: usize) -> bool {
+        st.slots[i].sizes.is_empty()
+            || (!self.server.full() && st.bytes_in_flight < self.stream_bytes_max)
     }
 
     /// Takes all the credit of every slot in `wanted` that has some,
@@ -180,18 +185,19 @@ impl Credits {
                 if wanted.iter().all(|&i| st.slots[i].cancelled) {
                     return Err(CreditError::Cancelled);
                 }
-                if self.bytes_allow(&st) {
-                    let mut got = Vec::new();
-                    for &i in wanted {
-                        let c = &mut st.slots[i];
-                        if !c.cancelled && c.in_flight < c.window {
-                            got.push((i, c.window - c.in_flight));
-                            c.in_flight = c.window;
-                        }
+                let mut got = Vec::new();
+                for &i in wanted {
+                    if !self.bytes_allow(&st, i) {
+                        continue;
                     }
-                    if !got.is_empty() {
-                        return Ok(got);
+                    let c = &mut st.slots[i];
+                    if !c.cancelled && c.in_flight < c.window {
+                        got.push((i, c.window - c.in_flight));
+                        c.in_flight = c.window;
                     }
+                }
+                if !got.is_empty() {
+                    return Ok(got);
                 }
                 // Only a stream that holds batches can be idle: one that
                 // waits for the server's budget holds nothing.
@@ -223,10 +229,11 @@ impl Credits {
         }
     }
 
-    /// Whether the byte budgets let this stream send one more batch in the
+    /// Whether the byte budgets let slot `i` send one more batch in the
     /// current round.
-    pub fn may_send(&self) -> bool {
-        self.bytes_allow(&self.st.lock())
+    pub fn may_send(&self, i: usize) -> bool {
+        let st = self.st.lock();
+        i < st.slots.len() && self.bytes_allow(&st, i)
     }
 
     /// Gives back `batches` of credit `slot` took but did not use.
@@ -587,12 +594,10 @@ pub async fn produce(
             if n == 0 {
                 continue;
             }
-            if !credits.may_send() {
+            if !credits.may_send(i) {
+                // This slot's credit waits for acks; others may go on.
                 credits.unspend(i, n);
-                for (j, m) in work.drain(..) {
-                    credits.unspend(j, m);
-                }
-                break;
+                continue;
             }
             work.push_front((i, n - 1));
             if done[i] || credits.cancelled(i) {
