@@ -322,6 +322,46 @@ pub fn get(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool>
     }
 }
 
+/// `tablinum head TABLE KEY`: the object's metadata; exit status 1 when
+/// absent.
+pub fn head(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool> {
+    match connect(cluster)?
+        .head(table, key.as_bytes())
+        .map_err(hint)?
+    {
+        Some(h) => {
+            out!("seq={}", h.seq);
+            out!("value_len={}", h.value_len);
+            out!("value_hash={:016x}", h.value_hash);
+            out!("metadata={}", show(&h.metadata));
+            for t in &h.index_terms {
+                out!("index {}={}", show(&t.index), show(&t.term));
+            }
+            Ok(true)
+        }
+        None => {
+            eprintln!("not found: {key}");
+            Ok(false)
+        }
+    }
+}
+
+/// `tablinum delete TABLE KEY`.
+pub fn delete(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<()> {
+    let seq = connect(cluster)?
+        .delete(table, key.as_bytes())
+        .map_err(hint)?;
+    out!("ok seq={seq}");
+    Ok(())
+}
+
+/// `tablinum flush TABLE`.
+pub fn flush(cluster: &ClusterArg, table: &str) -> anyhow::Result<()> {
+    let n = connect(cluster)?.flush(table).map_err(hint)?;
+    out!("flushed {n} tablets of {table}");
+    Ok(())
+}
+
 /// Options of `tablinum scan`.
 #[derive(Debug, Args)]
 pub struct ScanArgs {

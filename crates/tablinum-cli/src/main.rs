@@ -77,6 +77,33 @@ enum Command {
         /// Key.
         key: String,
     },
+    /// Show one object's metadata without reading its value: `tablinum
+    /// head TABLE KEY` (exit 1 when absent).
+    Head {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+    /// Delete one object: `tablinum delete TABLE KEY`.
+    Delete {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+    /// Flush every tablet of a table (memtables to files, which publishes
+    /// them): `tablinum flush TABLE`.
+    Flush {
+        #[command(flatten)]
+        cluster: cluster::ClusterArg,
+        /// Table name.
+        table: String,
+    },
     /// Scan a table (or one of its secondary indexes) across all tablets in
     /// key order with flow-controlled streams.
     Scan {
@@ -264,6 +291,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
+        Command::Head {
+            cluster,
+            table,
+            key,
+        } => {
+            if !cluster::head(&cluster, &table, &key)? {
+                std::process::exit(1);
+            }
+        }
+        Command::Delete {
+            cluster,
+            table,
+            key,
+        } => cluster::delete(&cluster, &table, &key)?,
+        Command::Flush { cluster, table } => cluster::flush(&cluster, &table)?,
         Command::Scan { cluster, args } => cluster::scan(&cluster, args)?,
         Command::Status { cluster } => cluster::status(&cluster)?,
     }

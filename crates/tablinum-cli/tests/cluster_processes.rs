@@ -165,6 +165,26 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
     assert!(ok && out.trim() == "world", "{out}");
     let (ok, _, err) = admin_cli(&["get", "clitab", "absent"]);
     assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, out, err) = admin_cli(&["head", "clitab", "hello"]);
+    assert!(
+        ok && out.contains("value_len=5") && out.contains("seq="),
+        "{out}{err}"
+    );
+    let (ok, _, err) = admin_cli(&["head", "clitab", "absent"]);
+    assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, out, err) = admin_cli(&["flush", "clitab"]);
+    assert!(
+        ok && out.contains("flushed 3 tablets of clitab"),
+        "{out}{err}"
+    );
+    let (ok, _, err) = admin_cli(&["put", "clitab", "gone", "soon"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = admin_cli(&["delete", "clitab", "gone"]);
+    assert!(ok && out.starts_with("ok seq="), "{out}{err}");
+    let (ok, _, err) = admin_cli(&["get", "clitab", "gone"]);
+    assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, _, err) = admin_cli(&["flush", "nosuchtable"]);
+    assert!(!ok && err.contains("not found"), "{err}");
     let (ok, out, _) = admin_cli(&["scan", "clitab", "--stream-limit", "2"]);
     assert!(ok && out.trim() == "hello\tworld", "{out}");
     let (ok, _, err) = admin_cli(&["scan", "clitab", "--stream-limit", "0"]);
@@ -193,6 +213,8 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
     let (ok, out, _) = as_reader(&["get", "clitab", "hello"]);
     assert!(ok && out.trim() == "world", "{out}");
     let (ok, _, err) = as_reader(&["put", "clitab", "hello", "evil"]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    let (ok, _, err) = as_reader(&["delete", "clitab", "hello"]);
     assert!(!ok && err.contains("permission denied"), "{err}");
     let (ok, _, err) = as_reader(&["table", "drop", "clitab"]);
     assert!(!ok && err.contains("admin token"), "{err}");
