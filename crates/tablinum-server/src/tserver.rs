@@ -121,6 +121,19 @@ impl Drop for CallerGuard {
     }
 }
 
+/// A tablet held but not serving, as a heartbeat reports it: key
+/// (table id, tablet id, epoch), opening or closing, no files.
+fn held(k: (u64, u64, u64), opening: bool, closing: bool) -> v1::HostedTablet {
+    v1::HostedTablet {
+        table_id: k.0,
+        tablet_id: k.1,
+        epoch: k.2,
+        opening,
+        closing,
+        ..Default::default()
+    }
+}
+
 /// The read lease of the latest heartbeat answer.
 #[derive(Debug, Default)]
 struct Lease {
@@ -250,17 +263,12 @@ impl Tserver {
         v
     }
 
-    /// Tablets open now, as (table, tablet id, start, end).
+    /// Tablets open now, as (table, tablet id, start, end), sorted.
     pub fn hosted(&self) -> Vec<(String, u64, Vec<u8>, Vec<u8>)> {
-        let mut v: Vec<_> = self
-            .tablets
-            .read()
-            .values()
-            .flatten()
+        self.open_tablets()
+            .iter()
             .map(|t| (t.table.clone(), t.id, t.start.clone(), t.end.clone()))
-            .collect();
-        v.sort();
-        v
+            .collect()
     }
 
     fn tablet_dir(&self, table_id: u64, tablet_id: u64) -> PathBuf {
@@ -590,28 +598,8 @@ impl Tserver {
                     files: t.store.immutable_files(),
                     ..Default::default()
                 })
-                .chain(
-                    opening
-                        .iter()
-                        .map(|&(table_id, tablet_id, epoch)| v1::HostedTablet {
-                            table_id,
-                            tablet_id,
-                            epoch,
-                            opening: true,
-                            ..Default::default()
-                        }),
-                )
-                .chain(
-                    closing
-                        .iter()
-                        .map(|&(table_id, tablet_id, epoch)| v1::HostedTablet {
-                            table_id,
-                            tablet_id,
-                            epoch,
-                            closing: true,
-                            ..Default::default()
-                        }),
-                )
+                .chain(opening.iter().map(|&k| held(k, true, false)))
+                .chain(closing.iter().map(|&k| held(k, false, true)))
                 .collect()
         };
         let req = v1::HeartbeatRequest {

@@ -17,7 +17,7 @@ use tablinum_proto::v1::{
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::{Code, Streaming};
 
-use common::TestCluster;
+use common::{drain_for, TestCluster};
 
 type Many = (
     UnboundedSender<ScanManyClientMessage>,
@@ -91,15 +91,6 @@ fn bytes_received(msgs: &[v1::ScanManyBatch]) -> usize {
         .flat_map(|b| &b.rows)
         .map(|r| r.key.len() + r.value.len())
         .sum()
-}
-
-async fn drain_for(s: &mut Streaming<v1::ScanManyBatch>, d: Duration) -> Vec<v1::ScanManyBatch> {
-    let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + d;
-    while let Ok(Ok(Some(b))) = tokio::time::timeout_at(deadline, s.message()).await {
-        got.push(b);
-    }
-    got
 }
 
 const ROW_BYTES: usize = 256 << 10;

@@ -14,7 +14,7 @@ use tablinum_stream::window::WindowMode;
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::{Code, Streaming};
 
-use common::TestCluster;
+use common::{drain_for, TestCluster};
 
 const ACK_WAIT_MS: u64 = 1_500;
 
@@ -34,16 +34,6 @@ async fn open_scan(
         .await?
         .into_inner();
     Ok((tx, s))
-}
-
-/// Batches that arrive within `d`.
-async fn drain_for(s: &mut Streaming<v1::ScanBatch>, d: Duration) -> Vec<v1::ScanBatch> {
-    let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + d;
-    while let Ok(Ok(Some(b))) = tokio::time::timeout_at(deadline, s.message()).await {
-        got.push(b);
-    }
-    got
 }
 
 fn one_tablet_with_rows(c: &TestCluster, table: &str, n: usize) {

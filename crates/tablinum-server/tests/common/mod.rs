@@ -192,3 +192,13 @@ pub fn mix(mut x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// Messages of `s` that arrive within `d`.
+pub async fn drain_for<T>(s: &mut tonic::Streaming<T>, d: Duration) -> Vec<T> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + d;
+    while let Ok(Ok(Some(b))) = tokio::time::timeout_at(deadline, s.message()).await {
+        got.push(b);
+    }
+    got
+}
