@@ -1,0 +1,390 @@
+//! Background work on the ledger: flushing frozen memtables into L0 tables,
+//! ledger compaction, installing their results, and the threads that run
+//! them.
+//!
+//! Every new table is written and synced before the manifest names it; a
+//! replaced table is marked obsolete (deleted once unreferenced) only after
+//! the manifest that drops it is on disk.
+
+use std::fs;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::ledger::compaction::{self, Choice, FileSummary, Shape};
+use crate::ledger::memtable::Memtable;
+use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
+use crate::ledger::sst::{SstMeta, SstReader, SstWriter};
+use crate::manifest;
+
+use super::{GcEdit, Inner, MetaState, Store, SuperVersion, BG_TICK_MS};
+
+pub(super) fn summaries(levels: &[Vec<Arc<SstReader>>]) -> Vec<Vec<FileSummary>> {
+    levels
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|f| FileSummary {
+                    id: f.meta.id,
+                    size: f.meta.size,
+                    first_key: f.meta.first_key.clone(),
+                    last_key: f.meta.last_key.clone(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+impl Inner {
+    pub(super) fn install(
+        &self,
+        meta: &mut MetaState,
+        levels: Vec<Vec<Arc<SstReader>>>,
+        flushed: &[Arc<Memtable>],
+        gc: Option<&GcEdit>,
+    ) -> Result<()> {
+        // Build the manifest view of the levels and persist first.
+        meta.state.levels = levels
+            .iter()
+            .map(|l| l.iter().map(|f| f.meta.clone()).collect())
+            .collect();
+        if let Some(edit) = gc {
+            meta.state.segments.retain(|s| !edit.remove.contains(&s.id));
+            meta.state.segments.extend(edit.add.iter().cloned());
+            meta.state.segments.sort_by_key(|s| s.id);
+        }
+        self.save_manifest(meta)?;
+        let shape = self.shape();
+        let debt = compaction::debt_bytes(&summaries(&levels), &shape);
+        let mut g = self.sv.write();
+        let mems: Vec<Arc<Memtable>> = g
+            .mems
+            .iter()
+            .filter(|m| !flushed.iter().any(|f| Arc::ptr_eq(f, m)))
+            .cloned()
+            .collect();
+        let mut segments = g.segments.clone();
+        if let Some(edit) = gc {
+            for id in &edit.remove {
+                if let Some(s) = segments.remove(id) {
+                    s.obsolete.store(true, Ordering::Release);
+                }
+            }
+            for s in &edit.add {
+                segments
+                    .entry(s.id)
+                    .or_insert_with(|| self.segment_handle(s.id, s.kind));
+            }
+        }
+        *g = Arc::new(SuperVersion {
+            mems,
+            levels,
+            segments,
+            debt_bytes: debt,
+        });
+        drop(g);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    pub(super) fn shape(&self) -> Shape {
+        Shape {
+            l0_trigger_files: self.opts.l0_compaction_trigger_files,
+            level1_bytes_max: self.opts.level1_bytes_max,
+            multiplier: self.opts.level_size_multiplier,
+        }
+    }
+
+    pub(super) fn new_file_id(&self) -> u64 {
+        let mut m = self.meta.lock();
+        let id = m.state.next_file_id;
+        m.state.next_file_id += 1;
+        id
+    }
+
+    /// Flushes every frozen memtable into one L0 table. Returns false when
+    /// there was nothing to flush.
+    pub(super) fn flush_once(&self) -> Result<bool> {
+        let sv = self.current();
+        if sv.mems.len() < 2 {
+            return Ok(false);
+        }
+        let flushed: Vec<Arc<Memtable>> = sv.mems[1..].to_vec();
+        let srcs: Vec<Box<dyn Source>> = flushed
+            .iter()
+            .map(|m| Box::new(MemSource::new(m.clone(), Bound::Unbounded)) as Box<dyn Source>)
+            .collect();
+        let mut merge = Merge::new(srcs)?;
+        let id = self.new_file_id();
+        let mut w = SstWriter::create(
+            &self.ledger_dir,
+            id,
+            self.opts.block_bytes,
+            self.opts.bloom_bits_per_key,
+        )?;
+        let mut shadowed = Vec::new();
+        let mut n = 0u64;
+        loop {
+            shadowed.clear();
+            let Some((k, e)) = merge.next_with(Some(&mut shadowed))? else {
+                break;
+            };
+            for s in &shadowed {
+                self.note_dead(s);
+            }
+            if let Err(err) = w.add(&k, &e) {
+                w.abandon();
+                return Err(err);
+            }
+            n += 1;
+        }
+        let new_reader = if n > 0 {
+            let m = w.finish()?;
+            manifest::sync_dir(&self.ledger_dir)?;
+            Some(Arc::new(SstReader::open(
+                &self.ledger_dir,
+                m.id,
+                self.caches.clone(),
+            )?))
+        } else {
+            w.abandon();
+            None
+        };
+        // persisted_seq: the seal point of the newest flushed memtable.
+        let newest = &flushed[0];
+        let key = Arc::as_ptr(newest) as usize;
+        let persisted = {
+            let s = self.seals.lock();
+            s.iter().find(|(p, _)| *p == key).map(|(_, q)| *q)
+        };
+        let gc_edits: Vec<GcEdit> = {
+            let mut p = self.pending_gc.lock();
+            let ptrs: Vec<usize> = flushed.iter().map(|m| Arc::as_ptr(m) as usize).collect();
+            let (mine, rest): (Vec<_>, Vec<_>) = p.drain(..).partition(|(k, _)| ptrs.contains(k));
+            *p = rest;
+            mine.into_iter().map(|(_, e)| e).collect()
+        };
+        let merged_edit = (!gc_edits.is_empty()).then(|| GcEdit {
+            remove: gc_edits
+                .iter()
+                .flat_map(|e| e.remove.iter().copied())
+                .collect(),
+            add: gc_edits
+                .iter()
+                .flat_map(|e| e.add.iter().cloned())
+                .collect(),
+        });
+        // The table points into the journal: every byte it may point at must
+        // be durable before the manifest names the table and advances
+        // persisted_seq (under NoSync nothing else would have synced it).
+        self.group_sync(self.written_total.load(Ordering::Acquire))?;
+        let mut meta = self.meta.lock();
+        let cur = self.current();
+        let mut levels = cur.levels.clone();
+        if let Some(r) = new_reader {
+            levels[0].insert(0, r);
+        }
+        if let Some(p) = persisted {
+            meta.state.persisted_seq = meta.state.persisted_seq.max(p);
+        }
+        self.install(&mut meta, levels, &flushed, merged_edit.as_ref())?;
+        drop(meta);
+        {
+            let ptrs: Vec<usize> = flushed.iter().map(|m| Arc::as_ptr(m) as usize).collect();
+            self.seals.lock().retain(|(p, _)| !ptrs.contains(p));
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Runs one compaction if the policy asks for one.
+    pub(super) fn compact_once(&self) -> Result<bool> {
+        let _one_at_a_time = self.compact_lock.lock();
+        let sv = self.current();
+        let shape = self.shape();
+        let choice = compaction::choose(&summaries(&sv.levels), &shape);
+        let find =
+            |level: usize, id: u64| sv.levels[level].iter().find(|f| f.meta.id == id).cloned();
+        match choice {
+            Choice::Nothing => Ok(false),
+            Choice::Move { from, file } => {
+                let mut meta = self.meta.lock();
+                let cur = self.current();
+                let mut levels = cur.levels.clone();
+                let Some(pos) = levels[from].iter().position(|f| f.meta.id == file) else {
+                    return Ok(false);
+                };
+                let f = levels[from].remove(pos);
+                let to = &mut levels[from + 1];
+                let at = to.partition_point(|x| x.meta.first_key < f.meta.first_key);
+                to.insert(at, f);
+                self.install(&mut meta, levels, &[], None)?;
+                self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Choice::Merge {
+                from,
+                inputs,
+                overlaps,
+                bottommost,
+            } => {
+                let ins: Vec<Arc<SstReader>> =
+                    inputs.iter().filter_map(|&id| find(from, id)).collect();
+                let overs: Vec<Arc<SstReader>> = overlaps
+                    .iter()
+                    .filter_map(|&id| find(from + 1, id))
+                    .collect();
+                let mut srcs: Vec<Box<dyn Source>> = Vec::new();
+                if from == 0 {
+                    // L0 inputs are newest first already.
+                    for f in &ins {
+                        srcs.push(Box::new(SstSource::new(f.clone(), None)?));
+                    }
+                } else {
+                    srcs.push(Box::new(LevelSource::new(ins.clone(), None)));
+                }
+                srcs.push(Box::new(LevelSource::new(overs.clone(), None)));
+                let mut merge = Merge::new(srcs)?;
+                let mut outputs: Vec<SstMeta> = Vec::new();
+                let mut cur_w: Option<SstWriter> = None;
+                let mut shadowed = Vec::new();
+                let result: Result<()> = (|| {
+                    loop {
+                        shadowed.clear();
+                        let Some((k, e)) = merge.next_with(Some(&mut shadowed))? else {
+                            break;
+                        };
+                        for s in &shadowed {
+                            self.note_dead(s);
+                        }
+                        if bottommost && e.kind.is_tombstone() {
+                            self.note_dead(&e);
+                            continue;
+                        }
+                        if cur_w.is_none() {
+                            let id = self.new_file_id();
+                            cur_w = Some(SstWriter::create(
+                                &self.ledger_dir,
+                                id,
+                                self.opts.block_bytes,
+                                self.opts.bloom_bits_per_key,
+                            )?);
+                        }
+                        if let Some(w) = cur_w.as_mut() {
+                            w.add(&k, &e)?;
+                            if w.size() >= self.opts.sst_target_bytes {
+                                if let Some(w) = cur_w.take() {
+                                    outputs.push(w.finish()?);
+                                }
+                            }
+                        }
+                    }
+                    if let Some(w) = cur_w.take() {
+                        outputs.push(w.finish()?);
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = result {
+                    if let Some(w) = cur_w.take() {
+                        w.abandon();
+                    }
+                    for m in &outputs {
+                        let _ =
+                            fs::remove_file(crate::ledger::sst::sst_path(&self.ledger_dir, m.id));
+                    }
+                    return Err(e);
+                }
+                manifest::sync_dir(&self.ledger_dir)?;
+                let mut readers = Vec::with_capacity(outputs.len());
+                for m in &outputs {
+                    readers.push(Arc::new(SstReader::open(
+                        &self.ledger_dir,
+                        m.id,
+                        self.caches.clone(),
+                    )?));
+                }
+                let mut meta = self.meta.lock();
+                let cur = self.current();
+                let mut levels = cur.levels.clone();
+                levels[from].retain(|f| !inputs.contains(&f.meta.id));
+                levels[from + 1].retain(|f| !overlaps.contains(&f.meta.id));
+                levels[from + 1].extend(readers);
+                levels[from + 1].sort_by(|a, b| a.meta.first_key.cmp(&b.meta.first_key));
+                self.install(&mut meta, levels, &[], None)?;
+                drop(meta);
+                for f in ins.iter().chain(overs.iter()) {
+                    f.mark_obsolete();
+                }
+                self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+        }
+    }
+}
+
+impl Store {
+    pub(super) fn start_threads(&self) {
+        let mut threads = self.threads.lock();
+        let inner = self.inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("tablinum-flush".into())
+                .spawn(move || loop {
+                    if inner.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    match inner.flush_once() {
+                        Ok(true) => continue,
+                        Ok(false) => {
+                            let mut g = inner.bg_lock.lock();
+                            inner
+                                .bg_cv
+                                .wait_for(&mut g, Duration::from_millis(BG_TICK_MS));
+                        }
+                        Err(e) => {
+                            inner.fail_background(&e);
+                            return;
+                        }
+                    }
+                })
+                .expect("spawn flush thread"),
+        );
+        let inner = self.inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("tablinum-compact".into())
+                .spawn(move || loop {
+                    if inner.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    match inner.compact_once() {
+                        Ok(true) => continue,
+                        Ok(false) => {
+                            match inner.scheduled_journal_compaction() {
+                                Ok(()) => {}
+                                // Closing interrupted the run: nothing failed
+                                // (its edit is flushed by close or dropped with
+                                // its unnamed segments at the next open).
+                                Err(Error::Closed) => return,
+                                Err(e) => {
+                                    inner.fail_background(&e);
+                                    return;
+                                }
+                            }
+                            let mut g = inner.bg_lock.lock();
+                            inner
+                                .bg_cv
+                                .wait_for(&mut g, Duration::from_millis(BG_TICK_MS * 5));
+                        }
+                        Err(e) => {
+                            inner.fail_background(&e);
+                            return;
+                        }
+                    }
+                })
+                .expect("spawn compaction thread"),
+        );
+    }
+}

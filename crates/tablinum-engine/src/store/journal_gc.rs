@@ -1,0 +1,281 @@
+//! Journal compaction (value GC) execution: rewrites the live records of a
+//! run of sealed segments into new segments, switches ledger pointers and
+//! hands the segment edit to the next flush.
+//!
+//! The policy (which run, whether a record is live) is pure and lives in
+//! [`crate::gc`]; this module only executes it. It never touches segments
+//! holding writes above `persisted_seq`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::gc::{self, GcPolicy, SegmentStat};
+use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
+use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
+use crate::ledger::entry::{self, Loc};
+use crate::manifest::{self, SegmentMeta};
+
+use super::read::lookup;
+use super::{GcEdit, Inner, JournalCompaction, STALL_RECHECK_MS};
+
+pub(super) fn utc_hour_now() -> u8 {
+    let s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    ((s / 3600) % 24) as u8
+}
+
+/// True when `hour` falls in the window `[start, end)`, wrapping past midnight.
+pub fn in_window(hour: u8, (start, end): (u8, u8)) -> bool {
+    if start <= end {
+        start <= hour && hour < end
+    } else {
+        hour >= start || hour < end
+    }
+}
+
+impl Inner {
+    pub(super) fn scheduled_journal_compaction(&self) -> Result<()> {
+        let inner = self;
+        let Some(window) = inner.opts.journal_compaction_hours else {
+            return Ok(());
+        };
+        if !in_window(utc_hour_now(), window) {
+            return Ok(());
+        }
+        {
+            let last = inner.gc_lock.lock();
+            if last.is_some_and(|t| {
+                t.elapsed() < Duration::from_secs(inner.opts.journal_compaction_interval_s)
+            }) {
+                return Ok(());
+            }
+        }
+        self.journal_compaction().map(|_| ())
+    }
+
+    pub(super) fn journal_compaction(&self) -> Result<JournalCompaction> {
+        let inner = self;
+        let mut last = inner.gc_lock.lock();
+        *last = Some(Instant::now());
+        let (stats, persisted, metas) = {
+            let active = inner.writer.lock().seg.id;
+            let m = inner.meta.lock();
+            let stats: Vec<SegmentStat> = m
+                .state
+                .segments
+                .iter()
+                .map(|s| SegmentStat {
+                    id: s.id,
+                    sealed: s.id != active && s.max_seq != u64::MAX,
+                    max_seq: s.max_seq,
+                    record_bytes: s.size.saturating_sub(SEGMENT_HEADER_BYTES),
+                    dead_bytes: s.dead_bytes,
+                })
+                .collect();
+            (stats, m.state.persisted_seq, m.state.segments.clone())
+        };
+        let policy = GcPolicy {
+            run_segments_max: inner.opts.journal_compaction_run_segments_max,
+            single_live_pct: inner.opts.journal_compaction_single_live_pct,
+            run_live_pct: inner.opts.journal_compaction_run_live_pct,
+        };
+        let Some(run) = gc::choose(&stats, persisted, &policy) else {
+            return Ok(JournalCompaction::default());
+        };
+        let run_metas: Vec<SegmentMeta> = metas
+            .iter()
+            .filter(|s| run.contains(&s.id))
+            .cloned()
+            .collect();
+        let others_min_seq = metas
+            .iter()
+            .filter(|s| !run.contains(&s.id))
+            .map(|s| s.min_seq)
+            .min()
+            .unwrap_or(u64::MAX);
+        let sv = inner.current();
+        let mut report = JournalCompaction {
+            segments_compacted: run.clone(),
+            ..Default::default()
+        };
+        let mut writer: Option<SegmentWriter> = None;
+        let mut new_metas: Vec<SegmentMeta> = Vec::new();
+        let mut relocs: Vec<(Vec<u8>, u64, Loc, Loc)> = Vec::new();
+        let mut buf = Vec::new();
+        for sm in &run_metas {
+            report.bytes_before += sm.size;
+            let path = segment::segment_path(&inner.journal_dir, sm.id, sm.kind);
+            segment::scan(
+                &path,
+                sm.id,
+                sm.kind,
+                false,
+                sm.scan_limit(),
+                |off, len, rec| {
+                    let lk = entry::object_key(rec.key);
+                    let cur = lookup(&sv, &lk)?;
+                    let here = Loc {
+                        segment: sm.id,
+                        offset: off,
+                        len,
+                    };
+                    let current = cur
+                        .as_ref()
+                        .is_some_and(|e| e.seq == rec.seq && e.loc == here);
+                    // A delete record must outlive every older put of its key
+                    // in the journal (a rebuilt ledger would resurrect it), even
+                    // after the ledger itself dropped the tombstone.
+                    let live = if rec.kind == KIND_DELETE {
+                        others_min_seq < rec.seq && (cur.is_none() || current)
+                    } else {
+                        current
+                    };
+                    if !live {
+                        report.records_dropped += 1;
+                        return Ok(());
+                    }
+                    if writer
+                        .as_ref()
+                        .is_none_or(|w| w.len >= inner.opts.journal_segment_bytes_max)
+                    {
+                        if let Some(w) = writer.take() {
+                            w.sync()?;
+                            if let Some(m) = new_metas.last_mut() {
+                                m.size = w.len;
+                            }
+                        }
+                        let id = inner.new_file_id();
+                        writer = Some(SegmentWriter::create(
+                            &inner.journal_dir,
+                            id,
+                            SegmentKind::Compacted,
+                        )?);
+                        new_metas.push(SegmentMeta {
+                            id,
+                            kind: SegmentKind::Compacted,
+                            min_seq: u64::MAX,
+                            max_seq: 0,
+                            size: 0,
+                            dead_bytes: 0,
+                        });
+                    }
+                    let (Some(w), Some(m)) = (writer.as_mut(), new_metas.last_mut()) else {
+                        return Ok(());
+                    };
+                    buf.clear();
+                    let n = record::encode(
+                        &mut buf,
+                        &RecordParts {
+                            kind: rec.kind,
+                            flags: rec.flags & !FLAG_BATCH_CONTINUES,
+                            key: rec.key,
+                            meta: rec.meta,
+                            terms: rec.terms,
+                            stored_value: rec.stored_value,
+                            value_len: rec.value_len,
+                        },
+                        rec.seq,
+                    );
+                    let at = w.append(&buf)?;
+                    m.min_seq = m.min_seq.min(rec.seq);
+                    m.max_seq = m.max_seq.max(rec.seq);
+                    relocs.push((
+                        rec.key.to_vec(),
+                        rec.seq,
+                        here,
+                        Loc {
+                            segment: w.id,
+                            offset: at,
+                            len: n as u32,
+                        },
+                    ));
+                    report.records_relocated += 1;
+                    Ok(())
+                },
+            )?;
+        }
+        if let Some(w) = writer.take() {
+            w.sync()?;
+            if let Some(m) = new_metas.last_mut() {
+                m.size = w.len;
+            }
+        }
+        manifest::sync_dir(&inner.journal_dir)?;
+        report.bytes_after = new_metas.iter().map(|m| m.size).sum();
+        // Make the new segments readable before any pointer refers to them
+        // (they join the manifest with the flush that carries the edit; a
+        // crash before that deletes them and the old pointers stay valid).
+        let added: Vec<(u64, SegmentKind)> = new_metas.iter().map(|m| (m.id, m.kind)).collect();
+        inner.publish_segments(&added);
+        // Switch pointers under the writer lock, re-checking each entry.
+        {
+            let w = inner.writer.lock();
+            let sv = inner.current();
+            // Every lookup first: an error here leaves the memtable untouched.
+            let mut switches = Vec::with_capacity(relocs.len());
+            for (key, seq, old, new) in &relocs {
+                let lk = entry::object_key(key);
+                if let Some(cur) = lookup(&sv, &lk)? {
+                    if cur.seq == *seq && cur.loc == *old {
+                        let mut e = (*cur).clone();
+                        e.loc = *new;
+                        switches.push((lk, e));
+                    }
+                }
+            }
+            for (lk, e) in switches {
+                sv.mems[0].insert(lk, e);
+            }
+            // Register the edit against the memtable about to be frozen
+            // *before* freezing it, so the flush cannot miss it.
+            let ptr = Arc::as_ptr(&sv.mems[0]) as usize;
+            inner.pending_gc.lock().push((
+                ptr,
+                GcEdit {
+                    remove: run.clone(),
+                    add: new_metas.clone(),
+                },
+            ));
+            inner.rotate(w.next_seq - 1);
+        }
+        // Wait until the flush that carries the edit has landed, still
+        // holding `gc_lock` so no second run picks the same segments.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            inner.check_open()?;
+            let sv = inner.current();
+            if run.iter().all(|id| !sv.segments.contains_key(id)) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Background(
+                    "journal compaction edit was not flushed within 600 s".into(),
+                ));
+            }
+            let mut g = inner.bg_lock.lock();
+            inner.bg_cv.notify_all();
+            inner
+                .bg_cv
+                .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
+        }
+        drop(last);
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_compaction_window_wraps_past_midnight() {
+        assert!(in_window(0, (0, 24)) && in_window(23, (0, 24)));
+        assert!(in_window(2, (1, 5)) && !in_window(5, (1, 5)) && !in_window(0, (1, 5)));
+        // 22:00 to 04:00 UTC.
+        assert!(in_window(23, (22, 4)) && in_window(3, (22, 4)));
+        assert!(!in_window(4, (22, 4)) && !in_window(12, (22, 4)));
+        assert!(!in_window(7, (7, 7)));
+    }
+}

@@ -1,0 +1,785 @@
+//! The database layer: composes the journal and the ledger into a store.
+//!
+//! This module holds the store's state ([`Store`], `Inner`, the frozen
+//! `SuperVersion` readers go through) and its public API; the work is split
+//! along its seams:
+//! - `write`: validation, journal append, group commit, memtable apply,
+//!   write stalls, segment rolls;
+//! - `read`: lookups, merged iterators, value reads (shared by every face
+//!   of a store);
+//! - `background`: flush, ledger compaction, installing their results;
+//! - `journal_gc`: journal compaction (value GC) execution;
+//! - `open`: claiming, manifest load, clean-up and journal replay.
+//!
+//! Invariants kept here:
+//! - a write is acknowledged only after its journal record is written (and,
+//!   under `Durability::Sync`, fdatasynced); recovery replays the journal
+//!   from the manifest's `persisted_seq`, so nothing acknowledged is lost;
+//! - files named in the manifest are never changed; a file leaves the
+//!   manifest before it is deleted, and is deleted only when no snapshot or
+//!   reader still holds it;
+//! - journal compaction never touches segments holding writes above
+//!   `persisted_seq`, and switches ledger pointers and segment lists in one
+//!   manifest write.
+//!
+//! Lock order: `writer` -> `meta` -> `sv` (write). Never the reverse.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::aae::{self, TicTacTree};
+use crate::cache::Caches;
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::journal::record::IndexTerm;
+use crate::journal::segment::{self, SegmentWriter};
+use crate::ledger::entry::{Entry, EntryKind};
+use crate::ledger::memtable::Memtable;
+use crate::ledger::sst::SstReader;
+use crate::manifest::{ManifestState, SegmentMeta};
+use crate::options::Options;
+
+mod background;
+mod journal_gc;
+mod open;
+mod read;
+mod write;
+
+pub use journal_gc::in_window;
+use read::View;
+pub use read::{HeadIter, ObjectIter};
+
+const JOURNAL_DIR: &str = "journal";
+const LEDGER_DIR: &str = "ledger";
+const LOCK_FILE: &str = "LOCK";
+/// Present while a ledger rebuild from the journal is in progress.
+const REBUILD_MARKER_FILE: &str = "REBUILDING";
+/// How often background threads wake up without a signal.
+const BG_TICK_MS: u64 = 200;
+/// How long a stalled writer waits between re-checks.
+const STALL_RECHECK_MS: u64 = 20;
+
+/// Metadata of an object, read without touching its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Sequence number of the write that produced it.
+    pub seq: u64,
+    /// Value length in bytes.
+    pub value_len: u64,
+    /// xxh3-64 of the value.
+    pub value_hash: u64,
+    /// User metadata.
+    pub metadata: Vec<u8>,
+    /// Secondary-index terms (index name, term).
+    pub index_terms: Vec<IndexTerm>,
+}
+
+/// Extra data of a put: user metadata and secondary-index terms. The terms
+/// replace the object's previous terms.
+#[derive(Debug, Clone, Default)]
+pub struct PutOptions {
+    /// User metadata stored beside the value (returned by `head`).
+    pub metadata: Vec<u8>,
+    /// Secondary-index terms: (index name, term).
+    pub index_terms: Vec<IndexTerm>,
+}
+
+#[derive(Debug, Clone)]
+enum BatchOp {
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        opts: PutOptions,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+}
+
+/// One operation of a write, borrowing the caller's bytes (no copy on the
+/// write path).
+#[derive(Debug, Clone, Copy)]
+enum OpRef<'a> {
+    Put {
+        key: &'a [u8],
+        value: &'a [u8],
+        opts: &'a PutOptions,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+}
+
+impl BatchOp {
+    fn as_ref(&self) -> OpRef<'_> {
+        match self {
+            BatchOp::Put { key, value, opts } => OpRef::Put { key, value, opts },
+            BatchOp::Delete { key } => OpRef::Delete { key },
+        }
+    }
+}
+
+/// Operations applied atomically: after a crash either all or none are present.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    ops: Vec<BatchOp>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a put.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.put_with(key, value, PutOptions::default())
+    }
+    /// Adds a put with metadata and index terms.
+    pub fn put_with(&mut self, key: &[u8], value: &[u8], opts: PutOptions) -> &mut Self {
+        self.ops.push(BatchOp::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            opts,
+        });
+        self
+    }
+    /// Adds a delete.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.ops.push(BatchOp::Delete { key: key.to_vec() });
+        self
+    }
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// One secondary-index match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexHit {
+    /// The term (when asked for).
+    pub term: Option<Vec<u8>>,
+    /// The object key.
+    pub key: Vec<u8>,
+}
+
+/// What a journal compaction run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalCompaction {
+    /// Segments rewritten (and then deleted).
+    pub segments_compacted: Vec<u64>,
+    /// Records copied to new segments.
+    pub records_relocated: u64,
+    /// Records dropped as dead.
+    pub records_dropped: u64,
+    /// Bytes of the compacted segments.
+    pub bytes_before: u64,
+    /// Bytes of the new segments.
+    pub bytes_after: u64,
+}
+
+/// What `verify` checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Ledger tables checked.
+    pub tables: u64,
+    /// Ledger entries decoded.
+    pub entries: u64,
+    /// Journal segments checked.
+    pub segments: u64,
+    /// Journal records checked.
+    pub records: u64,
+}
+
+/// Counters describing a store's state.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Last sequence number handed out.
+    pub last_seq: u64,
+    /// Every write up to this is in ledger tables.
+    pub persisted_seq: u64,
+    /// Tables per level.
+    pub tables_per_level: Vec<usize>,
+    /// Bytes per level.
+    pub bytes_per_level: Vec<u64>,
+    /// Journal segments.
+    pub journal_segments: usize,
+    /// Frozen memtables waiting for flush.
+    pub immutable_memtables: usize,
+    /// Estimated compaction debt.
+    pub compaction_debt_bytes: u64,
+    /// Flushes done since open.
+    pub flushes: u64,
+    /// Compactions done since open.
+    pub compactions: u64,
+    /// Milliseconds writers spent stalled since open.
+    pub stall_ms: u64,
+}
+
+/// A journal segment readable through the file cache; deleted from disk
+/// when marked obsolete and no longer held.
+#[derive(Debug)]
+struct Segment {
+    id: u64,
+    path: PathBuf,
+    caches: Arc<Caches>,
+    obsolete: AtomicBool,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            self.caches.forget_file(self.id);
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Everything a reader needs, frozen: memtables, tables, segments.
+#[derive(Debug)]
+struct SuperVersion {
+    /// `[0]` is the active memtable, then frozen ones newest first.
+    mems: Vec<Arc<Memtable>>,
+    /// L0 newest first; deeper levels in key order.
+    levels: Vec<Vec<Arc<SstReader>>>,
+    segments: BTreeMap<u64, Arc<Segment>>,
+    debt_bytes: u64,
+}
+
+struct WriterState {
+    seg: SegmentWriter,
+    next_seq: u64,
+    written_total: u64,
+    buf: Vec<u8>,
+}
+
+struct MetaState {
+    state: ManifestState,
+}
+
+struct GcEdit {
+    remove: Vec<u64>,
+    add: Vec<SegmentMeta>,
+}
+
+#[derive(Default)]
+struct Counters {
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    stall_ms: AtomicU64,
+}
+
+struct Inner {
+    dir: PathBuf,
+    journal_dir: PathBuf,
+    ledger_dir: PathBuf,
+    opts: Options,
+    caches: Arc<Caches>,
+    writer: Mutex<WriterState>,
+    meta: Mutex<MetaState>,
+    sv: RwLock<Arc<SuperVersion>>,
+    synced_total: AtomicU64,
+    /// Under `Sync`: every write up to this sequence number is durable (a
+    /// lower bound; raised by writers after their group commit and by
+    /// readers that waited for one).
+    durable_seq: AtomicU64,
+    /// Bytes appended to the journal since open (mirrors the writer's count
+    /// so group commit never waits for the writer lock).
+    written_total: AtomicU64,
+    /// The active segment's handle and path, for group-commit fsync.
+    sync_target: Mutex<(Arc<fs::File>, PathBuf)>,
+    /// True while a group-commit leader is in fdatasync; followers wait on
+    /// `sync_cv` and are all woken at once when it finishes.
+    syncing: Mutex<bool>,
+    sync_cv: Condvar,
+    dead: Mutex<HashMap<u64, u64>>,
+    pending_gc: Mutex<Vec<(usize, GcEdit)>>,
+    gc_lock: Mutex<Option<Instant>>,
+    bg_lock: Mutex<()>,
+    bg_cv: Condvar,
+    closed: AtomicBool,
+    bg_error: Mutex<Option<String>>,
+    has_index: AtomicBool,
+    counters: Counters,
+    /// (frozen memtable address, highest sequence number written before it
+    /// was frozen): what `persisted_seq` becomes once it is flushed.
+    seals: Mutex<Vec<(usize, u64)>>,
+    /// Held by whoever runs a ledger compaction.
+    compact_lock: Mutex<()>,
+    /// The lock of an unfenced store (none when fenced).
+    _lock_file: Option<fs::File>,
+    /// The epoch fence of a fenced store.
+    fence: Option<Fence>,
+}
+
+/// A key/value-separated store in one directory.
+pub struct Store {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.inner.dir.display())
+    }
+}
+
+/// A point-in-time read view; keeps its files alive until dropped.
+pub struct Snapshot {
+    inner: Arc<Inner>,
+    sv: Arc<SuperVersion>,
+    seq: u64,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Snapshot(seq {})", self.seq)
+    }
+}
+
+impl Inner {
+    fn current(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(e) = self.bg_error.lock().as_ref() {
+            return Err(Error::Background(e.clone()));
+        }
+        Ok(())
+    }
+
+    fn fail_background(&self, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(e.to_string());
+        }
+        self.bg_cv.notify_all();
+    }
+
+    fn note_dead(&self, e: &Entry) {
+        if matches!(e.kind, EntryKind::Object | EntryKind::Tombstone) && e.loc.len > 0 {
+            *self.dead.lock().entry(e.loc.segment).or_default() += e.loc.len as u64;
+        }
+    }
+}
+
+impl Store {
+    /// Writes `value` under `key`. Returns the write's sequence number once
+    /// it is acknowledged (durable under the store's durability mode).
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+        self.put_with(key, value, &PutOptions::default())
+    }
+
+    /// Writes with user metadata and secondary-index terms (which replace
+    /// the object's previous terms).
+    pub fn put_with(&self, key: &[u8], value: &[u8], opts: &PutOptions) -> Result<u64> {
+        self.inner.write_ops(&[OpRef::Put { key, value, opts }])
+    }
+
+    /// Deletes `key` (deleting an absent key is not an error).
+    pub fn delete(&self, key: &[u8]) -> Result<u64> {
+        self.inner.write_ops(&[OpRef::Delete { key }])
+    }
+
+    /// Applies every operation of `batch` atomically.
+    pub fn write(&self, batch: &Batch) -> Result<u64> {
+        let ops: Vec<OpRef<'_>> = batch.ops.iter().map(BatchOp::as_ref).collect();
+        self.inner.write_ops(&ops)
+    }
+
+    fn view(&self) -> View<'_> {
+        View {
+            inner: &self.inner,
+            sv: self.inner.current(),
+        }
+    }
+
+    /// Reads a value.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_closed()?;
+        self.view().get(key)
+    }
+
+    /// Reads an object's metadata without reading its value.
+    pub fn head(&self, key: &[u8]) -> Result<Option<Head>> {
+        self.inner.check_closed()?;
+        self.view().head(key)
+    }
+
+    /// Forward scan of (key, value) in `range`, values read ahead in batches.
+    pub fn scan_objects<'a>(
+        &self,
+        range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
+    ) -> Result<ObjectIter> {
+        self.inner.check_closed()?;
+        let v = self.view();
+        let r = v.object_range(range.0, range.1)?;
+        Ok(ObjectIter {
+            inner: self.inner.clone(),
+            sv: v.sv,
+            range: r,
+            ready: Default::default(),
+            exhausted: false,
+            failed: false,
+        })
+    }
+
+    /// Forward scan of (key, head) in `range`: ledger only, no value reads.
+    pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
+        self.inner.check_closed()?;
+        let v = self.view();
+        let r = v.object_range(range.0, range.1)?;
+        Ok(HeadIter {
+            inner: self.inner.clone(),
+            sv: v.sv,
+            range: r,
+            failed: false,
+        })
+    }
+
+    /// Keys whose index `name` holds a term in `terms`, in (term, key) order,
+    /// at most `limit`.
+    pub fn index_query<'a>(
+        &self,
+        name: &[u8],
+        terms: (Bound<&'a [u8]>, Bound<&'a [u8]>),
+        return_terms: bool,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        self.inner.check_closed()?;
+        self.view()
+            .index_query(name, terms.0, terms.1, return_terms, limit)
+    }
+
+    /// The tictac tree of (key, value hash) over `range`.
+    pub fn aae_tree<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<TicTacTree> {
+        self.inner.check_closed()?;
+        let mut t = TicTacTree::default();
+        self.view().aae_fold(range.0, range.1, |k, h| t.add(k, h))?;
+        Ok(t)
+    }
+
+    /// (key -> value hash) of the objects in `range` that fall in `segments`
+    /// of the tictac tree.
+    pub fn aae_keys<'a>(
+        &self,
+        range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
+        segments: &[u32],
+    ) -> Result<BTreeMap<Vec<u8>, u64>> {
+        self.inner.check_closed()?;
+        let set: std::collections::HashSet<u32> = segments.iter().copied().collect();
+        let mut out = BTreeMap::new();
+        self.view().aae_fold(range.0, range.1, |k, h| {
+            if set.contains(&aae::segment_of(k)) {
+                out.insert(k.to_vec(), h);
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// A point-in-time view. It keeps the files it needs until dropped.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.check_open()?;
+        let w = self.inner.writer.lock();
+        let seq = w.next_seq - 1;
+        if !self.inner.current().mems[0].is_empty() {
+            self.inner.rotate(seq);
+        }
+        let cur = self.inner.current();
+        drop(w);
+        // The active memtable keeps receiving writes: the snapshot holds
+        // only frozen memtables, tables and segments.
+        let sv = Arc::new(SuperVersion {
+            mems: cur.mems[1..].to_vec(),
+            levels: cur.levels.clone(),
+            segments: cur.segments.clone(),
+            debt_bytes: cur.debt_bytes,
+        });
+        Ok(Snapshot {
+            inner: self.inner.clone(),
+            sv,
+            seq,
+        })
+    }
+
+    /// Runs journal compaction now, whatever the window. Returns what it did
+    /// (nothing when no run of segments is worth compacting).
+    pub fn compact_journal(&self) -> Result<JournalCompaction> {
+        self.inner.check_open()?;
+        self.flush()?;
+        self.inner.journal_compaction()
+    }
+}
+
+impl Store {
+    /// Freezes the active memtable and waits until every frozen memtable is
+    /// in a ledger table.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_open()?;
+        {
+            let w = self.inner.writer.lock();
+            if !self.inner.current().mems[0].is_empty() {
+                self.inner.rotate(w.next_seq - 1);
+            }
+        }
+        loop {
+            self.inner.check_open()?;
+            if self.inner.current().mems.len() == 1 {
+                return Ok(());
+            }
+            let mut g = self.inner.bg_lock.lock();
+            self.inner.bg_cv.notify_all();
+            self.inner
+                .bg_cv
+                .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
+        }
+    }
+
+    /// Runs ledger compactions until the policy is satisfied.
+    pub fn compact_ledger(&self) -> Result<()> {
+        self.flush()?;
+        while self.inner.compact_once()? {}
+        Ok(())
+    }
+
+    /// Reads every table and every journal record, checking every checksum.
+    /// Meant for a quiet store (concurrent writes may be seen half-written).
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.inner.check_closed()?;
+        let sv = self.inner.current();
+        let mut rep = VerifyReport::default();
+        for f in sv.levels.iter().flatten() {
+            rep.entries += f.verify()?;
+            rep.tables += 1;
+        }
+        let metas = self.inner.meta.lock().state.segments.clone();
+        for s in metas.iter().filter(|s| sv.segments.contains_key(&s.id)) {
+            let path = segment::segment_path(&self.inner.journal_dir, s.id, s.kind);
+            segment::scan(&path, s.id, s.kind, false, s.scan_limit(), |_, _, _| {
+                rep.records += 1;
+                Ok(())
+            })?;
+            rep.segments += 1;
+        }
+        Ok(rep)
+    }
+
+    /// Counters describing the store now.
+    pub fn stats(&self) -> Stats {
+        let last_seq = self.inner.writer.lock().next_seq - 1;
+        let sv = self.inner.current();
+        let m = self.inner.meta.lock();
+        Stats {
+            last_seq,
+            persisted_seq: m.state.persisted_seq,
+            tables_per_level: sv.levels.iter().map(Vec::len).collect(),
+            bytes_per_level: sv
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|f| f.meta.size).sum())
+                .collect(),
+            journal_segments: sv.segments.len(),
+            immutable_memtables: sv.mems.len() - 1,
+            compaction_debt_bytes: sv.debt_bytes,
+            flushes: self.inner.counters.flushes.load(Ordering::Relaxed),
+            compactions: self.inner.counters.compactions.load(Ordering::Relaxed),
+            stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The store's immutable files now, relative to its directory: every
+    /// ledger table and every journal segment except the one being written.
+    /// This is what a tablet publishes for readers that open files directly
+    /// (the scan servers); the list is a snapshot and may be stale a moment
+    /// later.
+    pub fn immutable_files(&self) -> Vec<String> {
+        let active = self.inner.writer.lock().seg.id;
+        let sv = self.inner.current();
+        let mut out: Vec<String> = sv
+            .levels
+            .iter()
+            .flatten()
+            .filter_map(|t| {
+                let name = t.path.file_name()?.to_str()?;
+                Some(format!("{LEDGER_DIR}/{name}"))
+            })
+            .collect();
+        out.extend(
+            sv.segments
+                .values()
+                .filter(|s| s.id != active)
+                .filter_map(|s| {
+                    let name = s.path.file_name()?.to_str()?;
+                    Some(format!("{JOURNAL_DIR}/{name}"))
+                }),
+        );
+        out.sort();
+        out
+    }
+
+    /// `Err(Error::Fenced)` once an owner of a newer epoch has claimed this
+    /// (fenced) store; `Ok` for an unfenced store. A reader that must not
+    /// serve stale data calls it after reading.
+    pub fn check_fence(&self) -> Result<()> {
+        self.inner.check_fence()
+    }
+
+    /// Under `Sync`, a sequence number every write up to which is known to
+    /// be durable (a lower bound). No read returns a newer write than this
+    /// bound reached by the time the read returns.
+    pub fn durable_seq(&self) -> u64 {
+        self.inner.durable_seq.load(Ordering::Acquire)
+    }
+
+    /// The epoch this store was opened at (0: unfenced).
+    pub fn epoch(&self) -> u64 {
+        self.inner.fence.as_ref().map_or(0, Fence::epoch)
+    }
+
+    /// Bytes the store's files occupy.
+    pub fn disk_bytes(&self) -> u64 {
+        let mut total = 0;
+        for d in [&self.inner.journal_dir, &self.inner.ledger_dir] {
+            if let Ok(rd) = fs::read_dir(d) {
+                total += rd
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum::<u64>();
+            }
+        }
+        total
+    }
+
+    /// Stops background work and fsyncs the journal. Further calls fail with
+    /// `Error::Closed`. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Persist the memtables so the next open replays nothing, then seal
+        // the active segment in the manifest: a sealed segment has a known
+        // size, so damage to its tail is reported as corruption rather than
+        // cut off as a torn write.
+        let flushed = if self.inner.bg_error.lock().is_none() {
+            self.flush()
+        } else {
+            Ok(())
+        };
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.inner.bg_cv.notify_all();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // Released once the rest of close is done, on every path.
+        struct Release<'a>(Option<&'a Fence>);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                if let Some(f) = self.0 {
+                    f.release();
+                }
+            }
+        }
+        let _release = Release(self.inner.fence.as_ref());
+        if self.inner.fence.as_ref().is_some_and(Fence::is_fenced) {
+            // A newer owner has the store: nothing here is this owner's to
+            // persist, and failing to is no error.
+            return Ok(());
+        }
+        let w = self.inner.writer.lock();
+        w.seg.sync()?;
+        if let Some(e) = self.inner.bg_error.lock().as_ref() {
+            return Err(Error::Background(e.clone()));
+        }
+        flushed?;
+        let mut meta = self.inner.meta.lock();
+        let (id, len, last) = (w.seg.id, w.seg.len, w.next_seq - 1);
+        if meta.state.persisted_seq >= last {
+            if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
+                m.max_seq = last;
+                m.size = len;
+            }
+            self.inner.save_manifest(&mut meta)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl Inner {
+    fn check_closed(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+impl Snapshot {
+    fn view(&self) -> View<'_> {
+        View {
+            inner: &self.inner,
+            sv: self.sv.clone(),
+        }
+    }
+    /// Sequence number of the last write visible in the snapshot.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// Reads a value as of the snapshot.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.view().get(key)
+    }
+    /// Reads a head as of the snapshot.
+    pub fn head(&self, key: &[u8]) -> Result<Option<Head>> {
+        self.view().head(key)
+    }
+    /// Scans (key, value) as of the snapshot.
+    pub fn scan_objects<'a>(
+        &self,
+        range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
+    ) -> Result<ObjectIter> {
+        let r = self.view().object_range(range.0, range.1)?;
+        Ok(ObjectIter {
+            inner: self.inner.clone(),
+            sv: self.sv.clone(),
+            range: r,
+            ready: Default::default(),
+            exhausted: false,
+            failed: false,
+        })
+    }
+    /// Scans (key, head) as of the snapshot.
+    pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
+        let r = self.view().object_range(range.0, range.1)?;
+        Ok(HeadIter {
+            inner: self.inner.clone(),
+            sv: self.sv.clone(),
+            range: r,
+            failed: false,
+        })
+    }
+}

@@ -1,0 +1,570 @@
+//! The write path: validation, journal append with group commit, memtable
+//! apply, memtable rotation, write stalls and segment rolls.
+//!
+//! A write is acknowledged only after its journal record is appended (and,
+//! under `Durability::Sync`, covered by an fdatasync), and only if no newer
+//! owner fenced the store in between. This module never deletes a file and
+//! never touches ledger tables.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::journal::record::{
+    self, IndexTerm, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT,
+};
+use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
+use crate::ledger::entry::{self, Entry, EntryKind, Loc};
+use crate::ledger::memtable::Memtable;
+use crate::manifest::{self, SegmentMeta};
+use crate::options::{
+    Durability, BATCH_OPS_MAX, INDEX_NAME_BYTES_MAX, INDEX_TERMS_ENCODED_BYTES_MAX,
+    INDEX_TERMS_MAX, INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX, VALUE_BYTES_MAX,
+};
+
+use super::read::lookup;
+use super::{
+    Inner, MetaState, OpRef, PutOptions, Segment, SuperVersion, WriterState, STALL_RECHECK_MS,
+};
+
+pub(super) fn validate_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("key", "empty key"));
+    }
+    if key.len() > KEY_BYTES_MAX {
+        return Err(Error::invalid(
+            "key",
+            format!(
+                "{} bytes exceeds KEY_BYTES_MAX = {KEY_BYTES_MAX} bytes",
+                key.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn validate_put(key: &[u8], value: &[u8], opts: &PutOptions) -> Result<()> {
+    validate_key(key)?;
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(Error::invalid(
+            "value",
+            format!(
+                "{} bytes exceeds VALUE_BYTES_MAX = {VALUE_BYTES_MAX} bytes",
+                value.len()
+            ),
+        ));
+    }
+    if opts.metadata.len() > METADATA_BYTES_MAX {
+        return Err(Error::invalid(
+            "metadata",
+            format!(
+                "{} bytes exceeds METADATA_BYTES_MAX = {METADATA_BYTES_MAX} bytes",
+                opts.metadata.len()
+            ),
+        ));
+    }
+    if opts.index_terms.len() > INDEX_TERMS_MAX {
+        return Err(Error::invalid(
+            "index_terms",
+            format!(
+                "{} terms exceeds INDEX_TERMS_MAX = {INDEX_TERMS_MAX}",
+                opts.index_terms.len()
+            ),
+        ));
+    }
+    for (name, term) in &opts.index_terms {
+        if name.is_empty() || name.len() > INDEX_NAME_BYTES_MAX {
+            return Err(Error::invalid(
+                "index name",
+                format!(
+                    "must be 1..={INDEX_NAME_BYTES_MAX} bytes, got {}",
+                    name.len()
+                ),
+            ));
+        }
+        if term.len() > INDEX_TERM_BYTES_MAX {
+            return Err(Error::invalid(
+                "index term",
+                format!(
+                    "{} bytes exceeds INDEX_TERM_BYTES_MAX = {INDEX_TERM_BYTES_MAX} bytes",
+                    term.len()
+                ),
+            ));
+        }
+    }
+    let encoded: usize = opts
+        .index_terms
+        .iter()
+        .map(|(n, t)| 3 + n.len() + t.len())
+        .sum();
+    if encoded > INDEX_TERMS_ENCODED_BYTES_MAX {
+        return Err(Error::invalid(
+            "index_terms",
+            format!(
+                "{encoded} encoded bytes exceeds INDEX_TERMS_ENCODED_BYTES_MAX = {INDEX_TERMS_ENCODED_BYTES_MAX} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A write decoded from the journal or prepared by a caller, ready to apply.
+pub(super) struct Applied<'a> {
+    pub(super) kind: u8,
+    pub(super) seq: u64,
+    pub(super) key: &'a [u8],
+    pub(super) loc: Loc,
+    pub(super) value_len: u32,
+    pub(super) value_hash: u64,
+    pub(super) meta: &'a [u8],
+    pub(super) terms: &'a [u8],
+    pub(super) inline: Option<Vec<u8>>,
+}
+
+impl Inner {
+    /// Applies one write to the active memtable (caller holds the writer
+    /// lock, or is recovering alone). With `only_if_newer`, a write older than
+    /// the key's current entry is skipped (journal rebuild order).
+    pub(super) fn apply(
+        &self,
+        sv: &SuperVersion,
+        a: Applied<'_>,
+        only_if_newer: bool,
+    ) -> Result<()> {
+        let lk = entry::object_key(a.key);
+        let need_old =
+            only_if_newer || self.has_index.load(Ordering::Relaxed) || !a.terms.is_empty();
+        let old = if need_old { lookup(sv, &lk)? } else { None };
+        if only_if_newer && old.as_ref().is_some_and(|o| o.seq >= a.seq) {
+            return Ok(());
+        }
+        let mem = &sv.mems[0];
+        let kind = if a.kind == KIND_PUT {
+            EntryKind::Object
+        } else {
+            EntryKind::Tombstone
+        };
+        let new_terms: Vec<IndexTerm> = record::decode_terms(a.terms).unwrap_or_default();
+        if let Some(o) = &old {
+            if o.kind == EntryKind::Object && !o.terms.is_empty() {
+                for t in record::decode_terms(&o.terms).unwrap_or_default() {
+                    if !new_terms.contains(&t) {
+                        mem.insert(
+                            entry::index_key(&t.0, &t.1, a.key),
+                            Entry::index(a.seq, false),
+                        );
+                    }
+                }
+            }
+        }
+        if !new_terms.is_empty() {
+            self.has_index.store(true, Ordering::Relaxed);
+            for t in &new_terms {
+                mem.insert(
+                    entry::index_key(&t.0, &t.1, a.key),
+                    Entry::index(a.seq, true),
+                );
+            }
+        }
+        let e = Entry {
+            seq: a.seq,
+            kind,
+            value_len: a.value_len,
+            value_hash: a.value_hash,
+            loc: a.loc,
+            meta: a.meta.to_vec(),
+            terms: a.terms.to_vec(),
+            inline: a.inline,
+        };
+        if let Some(replaced) = mem.insert(lk, e) {
+            self.note_dead(&replaced);
+        }
+        Ok(())
+    }
+
+    /// Freezes the active memtable (caller holds the writer lock); once it is
+    /// flushed, every write up to `seal_seq` is in ledger tables.
+    pub(super) fn rotate(&self, seal_seq: u64) -> Arc<Memtable> {
+        let mut g = self.sv.write();
+        let old = g.mems[0].clone();
+        let mut mems = Vec::with_capacity(g.mems.len() + 1);
+        mems.push(Arc::new(Memtable::new()));
+        mems.extend(g.mems.iter().cloned());
+        *g = Arc::new(SuperVersion {
+            mems,
+            levels: g.levels.clone(),
+            segments: g.segments.clone(),
+            debt_bytes: g.debt_bytes,
+        });
+        drop(g);
+        self.seals
+            .lock()
+            .push((Arc::as_ptr(&old) as usize, seal_seq));
+        self.bg_cv.notify_all();
+        old
+    }
+
+    pub(super) fn wait_for_room(&self) -> Result<()> {
+        let mut stalled_since: Option<Instant> = None;
+        loop {
+            self.check_open()?;
+            let sv = self.current();
+            let imm = sv.mems.len() - 1;
+            if imm < self.opts.immutable_memtables_max
+                && sv.levels[0].len() < self.opts.l0_stall_files
+                && sv.debt_bytes <= self.opts.compaction_debt_bytes_max
+            {
+                if let Some(t) = stalled_since {
+                    self.counters
+                        .stall_ms
+                        .fetch_add(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            stalled_since.get_or_insert_with(Instant::now);
+            let mut g = self.bg_lock.lock();
+            self.bg_cv.notify_all();
+            self.bg_cv
+                .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
+        }
+    }
+
+    /// Seals the active segment and opens a new one (caller holds the writer lock).
+    /// A read handle on journal segment `id`.
+    pub(super) fn segment_handle(&self, id: u64, kind: SegmentKind) -> Arc<Segment> {
+        Arc::new(Segment {
+            id,
+            path: segment::segment_path(&self.journal_dir, id, kind),
+            caches: self.caches.clone(),
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    /// Makes segments readable through the current view (segments already
+    /// there keep their handle).
+    pub(super) fn publish_segments(&self, segs: &[(u64, SegmentKind)]) {
+        let mut g = self.sv.write();
+        let mut segments = g.segments.clone();
+        for &(id, kind) in segs {
+            segments
+                .entry(id)
+                .or_insert_with(|| self.segment_handle(id, kind));
+        }
+        *g = Arc::new(SuperVersion {
+            mems: g.mems.clone(),
+            levels: g.levels.clone(),
+            segments,
+            debt_bytes: g.debt_bytes,
+        });
+    }
+
+    /// Seals the active segment and opens a new one (caller holds the writer
+    /// lock). Any failure is fatal for the store: a half-done roll must not
+    /// be retried (an fsync error is reported once) nor leave the in-memory
+    /// manifest ahead of the one on disk.
+    pub(super) fn roll(&self, w: &mut WriterState) -> Result<()> {
+        let r = self.roll_once(w);
+        if let Err(e) = &r {
+            self.fail_background(e);
+        }
+        r
+    }
+
+    pub(super) fn roll_once(&self, w: &mut WriterState) -> Result<()> {
+        w.seg.sync()?;
+        self.synced_total
+            .fetch_max(w.written_total, Ordering::AcqRel);
+        let mut meta = self.meta.lock();
+        let id = meta.state.next_file_id;
+        let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
+        new.sync()?;
+        manifest::sync_dir(&self.journal_dir)?;
+        let sealed_seq = w.next_seq - 1;
+        let old_id = w.seg.id;
+        let old_len = w.seg.len;
+        // Edit a copy; the live state changes only once the copy is on disk.
+        let mut next = MetaState {
+            state: meta.state.clone(),
+        };
+        next.state.next_file_id = id + 1;
+        if let Some(m) = next.state.segments.iter_mut().find(|s| s.id == old_id) {
+            m.max_seq = sealed_seq;
+            m.size = old_len;
+        }
+        next.state.segments.push(SegmentMeta {
+            id,
+            kind: SegmentKind::Write,
+            min_seq: w.next_seq,
+            max_seq: u64::MAX,
+            size: 0,
+            dead_bytes: 0,
+        });
+        self.save_manifest(&mut next)?;
+        meta.state = next.state;
+        self.publish_segments(&[(id, SegmentKind::Write)]);
+        drop(meta);
+        *self.sync_target.lock() = (Arc::new(new.try_clone_file()?), new.path.clone());
+        w.seg = new;
+        Ok(())
+    }
+
+    pub(super) fn save_manifest(&self, meta: &mut MetaState) -> Result<()> {
+        let dead: Vec<(u64, u64)> = self.dead.lock().drain().collect();
+        for (id, bytes) in dead {
+            if let Some(s) = meta.state.segments.iter_mut().find(|s| s.id == id) {
+                s.dead_bytes += bytes;
+            }
+        }
+        let epoch = self.fence.as_ref().map_or(0, Fence::epoch);
+        manifest::save_epoch(&self.dir, &meta.state, epoch)?;
+        // Whatever this switch dropped may be deleted only if no newer
+        // owner had claimed the store when it was written (a newer owner
+        // reads the manifest after claiming, so it saw this one).
+        self.check_fence()
+    }
+
+    /// `Err(Fenced)` once a newer owner has claimed a fenced store.
+    pub(super) fn check_fence(&self) -> Result<()> {
+        match &self.fence {
+            Some(f) => f.check(),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn write_ops(&self, ops: &[OpRef<'_>]) -> Result<u64> {
+        if self.fence.as_ref().is_some_and(Fence::is_fenced) {
+            return self.check_fence().map(|()| 0);
+        }
+        if ops.is_empty() {
+            return Err(Error::invalid("batch", "no operations"));
+        }
+        if ops.len() > BATCH_OPS_MAX {
+            return Err(Error::invalid(
+                "batch",
+                format!(
+                    "{} operations exceeds BATCH_OPS_MAX = {BATCH_OPS_MAX}",
+                    ops.len()
+                ),
+            ));
+        }
+        for op in ops {
+            match op {
+                OpRef::Put { key, value, opts } => validate_put(key, value, opts)?,
+                OpRef::Delete { key } => validate_key(key)?,
+            }
+        }
+        // Work that needs no lock: compression, hashing, term encoding.
+        struct Prepared<'a> {
+            kind: u8,
+            key: &'a [u8],
+            meta: &'a [u8],
+            terms: Vec<u8>,
+            stored: std::borrow::Cow<'a, [u8]>,
+            flag: u8,
+            value_len: u32,
+            hash: u64,
+            inline: Option<Vec<u8>>,
+        }
+        let prepared: Vec<Prepared<'_>> = ops
+            .iter()
+            .map(|op| match *op {
+                OpRef::Put { key, value, opts } => {
+                    let (stored, flag) = record::compress_value(value, self.opts.value_compression);
+                    Prepared {
+                        kind: KIND_PUT,
+                        key,
+                        meta: &opts.metadata,
+                        terms: record::encode_terms(&opts.index_terms),
+                        stored,
+                        flag,
+                        value_len: value.len() as u32,
+                        hash: xxh3_64(value),
+                        inline: (value.len() <= self.opts.inline_value_bytes_max)
+                            .then(|| value.to_vec()),
+                    }
+                }
+                OpRef::Delete { key } => Prepared {
+                    kind: KIND_DELETE,
+                    key,
+                    meta: &[],
+                    terms: Vec::new(),
+                    stored: std::borrow::Cow::Borrowed(&[]),
+                    flag: 0,
+                    value_len: 0,
+                    hash: 0,
+                    inline: None,
+                },
+            })
+            .collect();
+        self.wait_for_room()?;
+        let (last_seq, end) = {
+            let mut w = self.writer.lock();
+            self.check_open()?;
+            let total: usize = prepared
+                .iter()
+                .map(|p| {
+                    record::encoded_len(&RecordParts {
+                        kind: p.kind,
+                        flags: p.flag,
+                        key: p.key,
+                        meta: p.meta,
+                        terms: &p.terms,
+                        stored_value: &p.stored,
+                        value_len: p.value_len,
+                    })
+                })
+                .sum();
+            if w.seg.len > SEGMENT_HEADER_BYTES
+                && w.seg.len + total as u64 > self.opts.journal_segment_bytes_max
+            {
+                self.roll(&mut w)?;
+            }
+            let first_seq = w.next_seq;
+            let mut buf = std::mem::take(&mut w.buf);
+            buf.clear();
+            let mut lens = Vec::with_capacity(prepared.len());
+            for (i, p) in prepared.iter().enumerate() {
+                let flags = p.flag
+                    | if i + 1 < prepared.len() {
+                        FLAG_BATCH_CONTINUES
+                    } else {
+                        0
+                    };
+                let parts = RecordParts {
+                    kind: p.kind,
+                    flags,
+                    key: p.key,
+                    meta: p.meta,
+                    terms: &p.terms,
+                    stored_value: &p.stored,
+                    value_len: p.value_len,
+                };
+                lens.push(record::encode(&mut buf, &parts, first_seq + i as u64));
+            }
+            let at = match w.seg.append(&buf) {
+                Ok(at) => at,
+                Err(e) => {
+                    self.fail_background(&e);
+                    return Err(e);
+                }
+            };
+            w.written_total += buf.len() as u64;
+            self.written_total.store(w.written_total, Ordering::Release);
+            w.next_seq += prepared.len() as u64;
+            w.buf = buf;
+            let seg_id = w.seg.id;
+            let sv = self.current();
+            let mut off = at;
+            for (i, (p, len)) in prepared.into_iter().zip(lens).enumerate() {
+                self.apply(
+                    &sv,
+                    Applied {
+                        kind: p.kind,
+                        seq: first_seq + i as u64,
+                        key: p.key,
+                        loc: Loc {
+                            segment: seg_id,
+                            offset: off,
+                            len: len as u32,
+                        },
+                        value_len: p.value_len,
+                        value_hash: p.hash,
+                        meta: p.meta,
+                        terms: &p.terms,
+                        inline: p.inline,
+                    },
+                    false,
+                )
+                .inspect_err(|e| self.fail_background(e))?;
+                off += len as u64;
+            }
+            if sv.mems[0].bytes() >= self.opts.memtable_bytes_max {
+                self.rotate(w.next_seq - 1);
+            }
+            (w.next_seq - 1, w.written_total)
+        };
+        if self.opts.durability == Durability::Sync {
+            self.group_sync(end)?;
+            self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
+        }
+        // Acknowledge only if no newer owner had claimed the store after the
+        // append: a newer owner claims before it reads the journal, so a
+        // passing check means it will replay this record.
+        self.check_fence().map_err(|e| match e {
+            Error::Fenced {
+                dir, epoch, found, ..
+            } => Error::Fenced {
+                dir,
+                epoch,
+                found,
+                outcome_unknown: true,
+            },
+            e => e,
+        })?;
+        Ok(last_seq)
+    }
+
+    /// Under `Sync`, returns once the write of `seq` is durable, joining (or
+    /// leading) a group commit if it may not be yet: a reader never sees a
+    /// write that a crash could still take back. `seq` was read from an
+    /// entry the reader found, so its record was appended (and counted in
+    /// `written_total`) before that entry was applied.
+    pub(super) fn wait_durable(&self, seq: u64) -> Result<()> {
+        if self.opts.durability != Durability::Sync
+            || seq <= self.durable_seq.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        self.group_sync(self.written_total.load(Ordering::Acquire))?;
+        self.durable_seq.fetch_max(seq, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Group commit: one fdatasync covers every writer that appended before
+    /// it. One writer at a time leads; the others wait and are all woken
+    /// together (a mutex hand-off would wake them one by one, which on two
+    /// cores cost more than the fsync itself).
+    pub(super) fn group_sync(&self, end: u64) -> Result<()> {
+        loop {
+            if self.synced_total.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            let mut syncing = self.syncing.lock();
+            if self.synced_total.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            if *syncing {
+                self.sync_cv.wait(&mut syncing);
+                drop(syncing);
+                // After a failed fsync the state of the page cache is
+                // unknown: never retry it, fail every waiter instead.
+                if let Some(e) = self.bg_error.lock().as_ref() {
+                    return Err(Error::Background(e.clone()));
+                }
+                continue;
+            }
+            *syncing = true;
+            drop(syncing);
+            // Read the total before the handle: if a roll happens in between,
+            // the roll's own fsync covers the old segment and this one covers
+            // the new, so everything up to `total` is durable afterwards.
+            let total = self.written_total.load(Ordering::Acquire);
+            let (file, path) = self.sync_target.lock().clone();
+            let r = file.sync_data();
+            if r.is_ok() {
+                self.synced_total.fetch_max(total, Ordering::AcqRel);
+            }
+            *self.syncing.lock() = false;
+            self.sync_cv.notify_all();
+            if let Err(e) = r {
+                let e = Error::io("fsync journal", path, e);
+                self.fail_background(&e);
+                return Err(e);
+            }
+        }
+    }
+}
