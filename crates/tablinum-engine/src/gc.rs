@@ -5,7 +5,10 @@
 //! its mean live percentage is below a target that rises linearly from the
 //! single-segment threshold to the maximal-run threshold; the best positive
 //! run wins. Segments holding writes the ledger has not persisted are never
-//! candidates. Never does I/O; the store executes the choice.
+//! candidates. Which record of a chosen run is still live is the pure
+//! [`record_is_live`]. Never does I/O; the store executes the choice.
+
+use crate::ledger::entry::Loc;
 
 /// What the policy knows about one segment, in segment-id order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +79,37 @@ pub fn choose(stats: &[SegmentStat], persisted_seq: u64, policy: &GcPolicy) -> O
     best.map(|(_, s, l)| stats[s..s + l].iter().map(|x| x.id).collect())
 }
 
+/// A journal record as value GC sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordAt {
+    /// A delete (tombstone) record rather than a put.
+    pub is_delete: bool,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Where it is in the journal.
+    pub at: Loc,
+}
+
+/// Whether journal compaction must keep `rec`, given what the ledger holds
+/// for its key now (`current`: sequence number and journal location, `None`
+/// when the key has no entry) and the smallest sequence number of every
+/// segment outside the run being compacted.
+///
+/// A put is live only while the ledger still points at exactly this record.
+/// A delete is live while the ledger holds nothing newer for its key (no
+/// entry, or this very tombstone) *and* an older write of the key may still
+/// sit in a segment outside the run: a ledger rebuilt from the journal would
+/// otherwise resurrect that write, even after compaction dropped the
+/// tombstone from the ledger.
+pub fn record_is_live(rec: &RecordAt, current: Option<(u64, Loc)>, others_min_seq: u64) -> bool {
+    let points_here = current == Some((rec.seq, rec.at));
+    if rec.is_delete {
+        others_min_seq < rec.seq && (current.is_none() || points_here)
+    } else {
+        points_here
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +144,45 @@ mod tests {
         let mut active = s(9, 100, 1);
         active.sealed = false;
         assert_eq!(choose(&[active], 9, &P), None);
+    }
+
+    fn at(segment: u64, offset: u64) -> Loc {
+        Loc {
+            segment,
+            offset,
+            len: 100,
+        }
+    }
+
+    #[test]
+    fn a_put_is_live_only_while_the_ledger_points_at_it() {
+        let rec = RecordAt {
+            is_delete: false,
+            seq: 7,
+            at: at(3, 40),
+        };
+        assert!(record_is_live(&rec, Some((7, at(3, 40))), 0));
+        // Overwritten, deleted (tombstone), or already relocated.
+        assert!(!record_is_live(&rec, Some((9, at(5, 0))), 0));
+        assert!(!record_is_live(&rec, Some((7, at(8, 0))), 0));
+        // Key gone from the ledger (tombstone dropped at the bottom level).
+        assert!(!record_is_live(&rec, None, 0));
+    }
+
+    #[test]
+    fn a_delete_lives_while_an_older_write_may_remain_elsewhere() {
+        let rec = RecordAt {
+            is_delete: true,
+            seq: 50,
+            at: at(3, 40),
+        };
+        // Older records of any key may remain outside the run.
+        assert!(record_is_live(&rec, None, 10));
+        assert!(record_is_live(&rec, Some((50, at(3, 40))), 10));
+        // Nothing outside the run is older: no write can be resurrected.
+        assert!(!record_is_live(&rec, None, 51));
+        assert!(!record_is_live(&rec, None, u64::MAX));
+        // The key was written again after the delete.
+        assert!(!record_is_live(&rec, Some((60, at(9, 0))), 10));
     }
 }

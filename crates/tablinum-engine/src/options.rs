@@ -101,6 +101,9 @@ pub struct Options {
     pub journal_compaction_single_live_pct: u32,
     /// See `journal_compaction_single_live_pct`.
     pub journal_compaction_run_live_pct: u32,
+    /// A journal compaction hands its segment edit to the next flush and
+    /// waits at most this long for that flush before failing. Default 600 s.
+    pub journal_compaction_flush_wait_s: u64,
     /// Read-ahead of an object scan: values fetched per batch. Default 64.
     pub scan_readahead_values: usize,
 }
@@ -130,6 +133,7 @@ impl Default for Options {
             journal_compaction_run_segments_max: 8,
             journal_compaction_single_live_pct: 30,
             journal_compaction_run_live_pct: 70,
+            journal_compaction_flush_wait_s: 600,
             scan_readahead_values: 64,
         }
     }
@@ -275,6 +279,13 @@ impl Options {
             0,
             100,
             "%",
+        )?;
+        range(
+            "options.journal_compaction_flush_wait_s",
+            self.journal_compaction_flush_wait_s,
+            1,
+            86_400,
+            "s",
         )?;
         range(
             "options.scan_readahead_values",

@@ -20,17 +20,37 @@ use crate::ledger::entry::Entry;
 /// Approximate per-entry overhead of the map, bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
+/// Hands out memtable ids, unique within the process.
+static NEXT_MEMTABLE_ID: AtomicU64 = AtomicU64::new(1);
+
 /// Sorted in-memory entries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memtable {
+    id: u64,
     map: RwLock<BTreeMap<Vec<u8>, Arc<Entry>>>,
     bytes: AtomicU64,
 }
 
+impl Default for Memtable {
+    fn default() -> Self {
+        Memtable {
+            id: NEXT_MEMTABLE_ID.fetch_add(1, Ordering::Relaxed),
+            map: RwLock::default(),
+            bytes: AtomicU64::new(0),
+        }
+    }
+}
+
 impl Memtable {
-    /// An empty memtable.
+    /// An empty memtable with a new id.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This memtable's id: unique within the process, never reused (unlike
+    /// its address), so work pending on a memtable can be keyed by it.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Inserts or replaces; returns the replaced entry.

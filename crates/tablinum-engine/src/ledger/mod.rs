@@ -11,4 +11,5 @@ pub mod compaction;
 pub mod entry;
 pub mod memtable;
 pub mod merge;
+pub mod output;
 pub mod sst;

@@ -108,6 +108,13 @@ impl SstWriter {
 
     /// Adds an entry; keys must be strictly increasing.
     pub fn add(&mut self, key: &[u8], entry: &Entry) -> Result<()> {
+        // A merge that hands out keys out of order would write a table
+        // whose index and blocks lie; catch it where it is cheap.
+        debug_assert!(
+            self.first_key.is_none() || key > self.last_key.as_slice(),
+            "table {}: keys out of order",
+            self.id
+        );
         self.scratch.clear();
         entry.encode(&mut self.scratch);
         self.block.add(key, &self.scratch);

@@ -6,7 +6,6 @@
 //! replaced table is marked obsolete (deleted once unreferenced) only after
 //! the manifest that drops it is on disk.
 
-use std::fs;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,8 +15,8 @@ use crate::error::{Error, Result};
 use crate::ledger::compaction::{self, Choice, FileSummary, Shape};
 use crate::ledger::memtable::Memtable;
 use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
-use crate::ledger::sst::{SstMeta, SstReader, SstWriter};
-use crate::manifest;
+use crate::ledger::output::{OutputShape, TableOutput};
+use crate::ledger::sst::SstReader;
 
 use super::{GcEdit, Inner, MetaState, Store, SuperVersion, BG_TICK_MS};
 
@@ -58,16 +57,22 @@ impl Inner {
         self.save_manifest(meta)?;
         let shape = self.shape();
         let debt = compaction::debt_bytes(&summaries(&levels), &shape);
-        let mut g = self.sv.write();
+        let mut g = self.write_sv();
         let mems: Vec<Arc<Memtable>> = g
             .mems
             .iter()
-            .filter(|m| !flushed.iter().any(|f| Arc::ptr_eq(f, m)))
+            .filter(|m| !flushed.iter().any(|f| f.id() == m.id()))
             .cloned()
             .collect();
         let mut segments = g.segments.clone();
         if let Some(edit) = gc {
             for id in &edit.remove {
+                // Manifest before delete: the manifest just saved must no
+                // longer name a segment that may now be deleted.
+                assert!(
+                    !meta.state.segments.iter().any(|s| s.id == *id),
+                    "segment {id} still in the manifest when marked obsolete"
+                );
                 if let Some(s) = segments.remove(id) {
                     s.obsolete.store(true, Ordering::Release);
                 }
@@ -97,8 +102,17 @@ impl Inner {
         }
     }
 
+    /// How flush (`u64::MAX`: one table) and compaction write tables.
+    fn output_shape(&self, table_bytes_target: u64) -> OutputShape {
+        OutputShape {
+            block_bytes: self.opts.block_bytes,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+            table_bytes_target,
+        }
+    }
+
     pub(super) fn new_file_id(&self) -> u64 {
-        let mut m = self.meta.lock();
+        let mut m = self.lock_meta();
         let id = m.state.next_file_id;
         m.state.next_file_id += 1;
         id
@@ -117,52 +131,42 @@ impl Inner {
             .map(|m| Box::new(MemSource::new(m.clone(), Bound::Unbounded)) as Box<dyn Source>)
             .collect();
         let mut merge = Merge::new(srcs)?;
-        let id = self.new_file_id();
-        let mut w = SstWriter::create(
-            &self.ledger_dir,
-            id,
-            self.opts.block_bytes,
-            self.opts.bloom_bits_per_key,
-        )?;
+        let mut out = TableOutput::new(&self.ledger_dir, self.output_shape(u64::MAX), || {
+            self.new_file_id()
+        });
         let mut shadowed = Vec::new();
-        let mut n = 0u64;
-        loop {
+        let written: Result<()> = (|| loop {
             shadowed.clear();
             let Some((k, e)) = merge.next_with(Some(&mut shadowed))? else {
-                break;
+                return Ok(());
             };
             for s in &shadowed {
                 self.note_dead(s);
             }
-            if let Err(err) = w.add(&k, &e) {
-                w.abandon();
-                return Err(err);
-            }
-            n += 1;
+            out.add(&k, &e)?;
+        })();
+        if let Err(e) = written {
+            out.abandon();
+            return Err(e);
         }
-        let new_reader = if n > 0 {
-            let m = w.finish()?;
-            manifest::sync_dir(&self.ledger_dir)?;
-            Some(Arc::new(SstReader::open(
+        let new_reader = match out.finish()?.first() {
+            Some(m) => Some(Arc::new(SstReader::open(
                 &self.ledger_dir,
                 m.id,
                 self.caches.clone(),
-            )?))
-        } else {
-            w.abandon();
-            None
+            )?)),
+            None => None,
         };
         // persisted_seq: the seal point of the newest flushed memtable.
-        let newest = &flushed[0];
-        let key = Arc::as_ptr(newest) as usize;
+        let newest = flushed[0].id();
+        let ids: Vec<u64> = flushed.iter().map(|m| m.id()).collect();
         let persisted = {
             let s = self.seals.lock();
-            s.iter().find(|(p, _)| *p == key).map(|(_, q)| *q)
+            s.iter().find(|(id, _)| *id == newest).map(|(_, q)| *q)
         };
         let gc_edits: Vec<GcEdit> = {
             let mut p = self.pending_gc.lock();
-            let ptrs: Vec<usize> = flushed.iter().map(|m| Arc::as_ptr(m) as usize).collect();
-            let (mine, rest): (Vec<_>, Vec<_>) = p.drain(..).partition(|(k, _)| ptrs.contains(k));
+            let (mine, rest): (Vec<_>, Vec<_>) = p.drain(..).partition(|(id, _)| ids.contains(id));
             *p = rest;
             mine.into_iter().map(|(_, e)| e).collect()
         };
@@ -180,7 +184,7 @@ impl Inner {
         // be durable before the manifest names the table and advances
         // persisted_seq (under NoSync nothing else would have synced it).
         self.group_sync(self.written_total.load(Ordering::Acquire))?;
-        let mut meta = self.meta.lock();
+        let mut meta = self.lock_meta();
         let cur = self.current();
         let mut levels = cur.levels.clone();
         if let Some(r) = new_reader {
@@ -191,10 +195,7 @@ impl Inner {
         }
         self.install(&mut meta, levels, &flushed, merged_edit.as_ref())?;
         drop(meta);
-        {
-            let ptrs: Vec<usize> = flushed.iter().map(|m| Arc::as_ptr(m) as usize).collect();
-            self.seals.lock().retain(|(p, _)| !ptrs.contains(p));
-        }
+        self.seals.lock().retain(|(id, _)| !ids.contains(id));
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
@@ -210,7 +211,7 @@ impl Inner {
         match choice {
             Choice::Nothing => Ok(false),
             Choice::Move { from, file } => {
-                let mut meta = self.meta.lock();
+                let mut meta = self.lock_meta();
                 let cur = self.current();
                 let mut levels = cur.levels.clone();
                 let Some(pos) = levels[from].iter().position(|f| f.meta.id == file) else {
@@ -247,56 +248,31 @@ impl Inner {
                 }
                 srcs.push(Box::new(LevelSource::new(overs.clone(), None)));
                 let mut merge = Merge::new(srcs)?;
-                let mut outputs: Vec<SstMeta> = Vec::new();
-                let mut cur_w: Option<SstWriter> = None;
+                let mut out = TableOutput::new(
+                    &self.ledger_dir,
+                    self.output_shape(self.opts.sst_target_bytes),
+                    || self.new_file_id(),
+                );
                 let mut shadowed = Vec::new();
-                let result: Result<()> = (|| {
-                    loop {
-                        shadowed.clear();
-                        let Some((k, e)) = merge.next_with(Some(&mut shadowed))? else {
-                            break;
-                        };
-                        for s in &shadowed {
-                            self.note_dead(s);
-                        }
-                        if bottommost && e.kind.is_tombstone() {
-                            self.note_dead(&e);
-                            continue;
-                        }
-                        if cur_w.is_none() {
-                            let id = self.new_file_id();
-                            cur_w = Some(SstWriter::create(
-                                &self.ledger_dir,
-                                id,
-                                self.opts.block_bytes,
-                                self.opts.bloom_bits_per_key,
-                            )?);
-                        }
-                        if let Some(w) = cur_w.as_mut() {
-                            w.add(&k, &e)?;
-                            if w.size() >= self.opts.sst_target_bytes {
-                                if let Some(w) = cur_w.take() {
-                                    outputs.push(w.finish()?);
-                                }
-                            }
-                        }
+                let written: Result<()> = (|| loop {
+                    shadowed.clear();
+                    let Some((k, e)) = merge.next_with(Some(&mut shadowed))? else {
+                        return Ok(());
+                    };
+                    for s in &shadowed {
+                        self.note_dead(s);
                     }
-                    if let Some(w) = cur_w.take() {
-                        outputs.push(w.finish()?);
+                    if bottommost && e.kind.is_tombstone() {
+                        self.note_dead(&e);
+                        continue;
                     }
-                    Ok(())
+                    out.add(&k, &e)?;
                 })();
-                if let Err(e) = result {
-                    if let Some(w) = cur_w.take() {
-                        w.abandon();
-                    }
-                    for m in &outputs {
-                        let _ =
-                            fs::remove_file(crate::ledger::sst::sst_path(&self.ledger_dir, m.id));
-                    }
+                if let Err(e) = written {
+                    out.abandon();
                     return Err(e);
                 }
-                manifest::sync_dir(&self.ledger_dir)?;
+                let outputs = out.finish()?;
                 let mut readers = Vec::with_capacity(outputs.len());
                 for m in &outputs {
                     readers.push(Arc::new(SstReader::open(
@@ -305,7 +281,7 @@ impl Inner {
                         self.caches.clone(),
                     )?));
                 }
-                let mut meta = self.meta.lock();
+                let mut meta = self.lock_meta();
                 let cur = self.current();
                 let mut levels = cur.levels.clone();
                 levels[from].retain(|f| !inputs.contains(&f.meta.id));
@@ -313,10 +289,21 @@ impl Inner {
                 levels[from + 1].extend(readers);
                 levels[from + 1].sort_by(|a, b| a.meta.first_key.cmp(&b.meta.first_key));
                 self.install(&mut meta, levels, &[], None)?;
-                drop(meta);
                 for f in ins.iter().chain(overs.iter()) {
+                    // Manifest before delete.
+                    assert!(
+                        !meta
+                            .state
+                            .levels
+                            .iter()
+                            .flatten()
+                            .any(|m| m.id == f.meta.id),
+                        "table {} still in the manifest when marked obsolete",
+                        f.meta.id
+                    );
                     f.mark_obsolete();
                 }
+                drop(meta);
                 self.counters.compactions.fetch_add(1, Ordering::Relaxed);
                 Ok(true)
             }

@@ -6,11 +6,10 @@
 //! [`crate::gc`]; this module only executes it. It never touches segments
 //! holding writes above `persisted_seq`.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::gc::{self, GcPolicy, SegmentStat};
+use crate::gc::{self, GcPolicy, RecordAt, SegmentStat};
 use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
 use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
 use crate::ledger::entry::{self, Loc};
@@ -60,8 +59,8 @@ impl Inner {
         let mut last = inner.gc_lock.lock();
         *last = Some(Instant::now());
         let (stats, persisted, metas) = {
-            let active = inner.writer.lock().seg.id;
-            let m = inner.meta.lock();
+            let active = inner.lock_writer().seg.id;
+            let m = inner.lock_meta();
             let stats: Vec<SegmentStat> = m
                 .state
                 .segments
@@ -89,6 +88,14 @@ impl Inner {
             .filter(|s| run.contains(&s.id))
             .cloned()
             .collect();
+        // Records above persisted_seq exist only in the journal (the ledger
+        // may not hold them yet): their segments are never rewritten.
+        assert!(
+            run_metas
+                .iter()
+                .all(|s| s.max_seq != u64::MAX && s.max_seq <= persisted),
+            "journal compaction chose a segment above persisted_seq {persisted}: {run_metas:?}"
+        );
         let others_min_seq = metas
             .iter()
             .filter(|s| !run.contains(&s.id))
@@ -121,17 +128,15 @@ impl Inner {
                         offset: off,
                         len,
                     };
-                    let current = cur
-                        .as_ref()
-                        .is_some_and(|e| e.seq == rec.seq && e.loc == here);
-                    // A delete record must outlive every older put of its key
-                    // in the journal (a rebuilt ledger would resurrect it), even
-                    // after the ledger itself dropped the tombstone.
-                    let live = if rec.kind == KIND_DELETE {
-                        others_min_seq < rec.seq && (cur.is_none() || current)
-                    } else {
-                        current
-                    };
+                    let live = gc::record_is_live(
+                        &RecordAt {
+                            is_delete: rec.kind == KIND_DELETE,
+                            seq: rec.seq,
+                            at: here,
+                        },
+                        cur.as_ref().map(|e| (e.seq, e.loc)),
+                        others_min_seq,
+                    );
                     if !live {
                         report.records_dropped += 1;
                         return Ok(());
@@ -211,7 +216,7 @@ impl Inner {
         inner.publish_segments(&added);
         // Switch pointers under the writer lock, re-checking each entry.
         {
-            let w = inner.writer.lock();
+            let w = inner.lock_writer();
             let sv = inner.current();
             // Every lookup first: an error here leaves the memtable untouched.
             let mut switches = Vec::with_capacity(relocs.len());
@@ -230,9 +235,8 @@ impl Inner {
             }
             // Register the edit against the memtable about to be frozen
             // *before* freezing it, so the flush cannot miss it.
-            let ptr = Arc::as_ptr(&sv.mems[0]) as usize;
             inner.pending_gc.lock().push((
-                ptr,
+                sv.mems[0].id(),
                 GcEdit {
                     remove: run.clone(),
                     add: new_metas.clone(),
@@ -242,7 +246,8 @@ impl Inner {
         }
         // Wait until the flush that carries the edit has landed, still
         // holding `gc_lock` so no second run picks the same segments.
-        let deadline = Instant::now() + Duration::from_secs(600);
+        let wait_s = inner.opts.journal_compaction_flush_wait_s;
+        let deadline = Instant::now() + Duration::from_secs(wait_s);
         loop {
             inner.check_open()?;
             let sv = inner.current();
@@ -250,9 +255,10 @@ impl Inner {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(Error::Background(
-                    "journal compaction edit was not flushed within 600 s".into(),
-                ));
+                return Err(Error::Background(format!(
+                    "journal compaction edit was not flushed within \
+                     journal_compaction_flush_wait_s = {wait_s} s"
+                )));
             }
             let mut g = inner.bg_lock.lock();
             inner.bg_cv.notify_all();

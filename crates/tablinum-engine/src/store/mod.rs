@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use crate::aae::{self, TicTacTree};
 use crate::cache::Caches;
@@ -50,10 +50,12 @@ use crate::options::Options;
 mod background;
 mod journal_gc;
 mod open;
+mod order;
 mod read;
 mod write;
 
 pub use journal_gc::in_window;
+use order::{Level, Ordered};
 use read::View;
 pub use read::{HeadIter, ObjectIter};
 
@@ -305,7 +307,7 @@ struct Inner {
     syncing: Mutex<bool>,
     sync_cv: Condvar,
     dead: Mutex<HashMap<u64, u64>>,
-    pending_gc: Mutex<Vec<(usize, GcEdit)>>,
+    pending_gc: Mutex<Vec<(u64, GcEdit)>>,
     gc_lock: Mutex<Option<Instant>>,
     bg_lock: Mutex<()>,
     bg_cv: Condvar,
@@ -313,9 +315,9 @@ struct Inner {
     bg_error: Mutex<Option<String>>,
     has_index: AtomicBool,
     counters: Counters,
-    /// (frozen memtable address, highest sequence number written before it
-    /// was frozen): what `persisted_seq` becomes once it is flushed.
-    seals: Mutex<Vec<(usize, u64)>>,
+    /// (frozen memtable id, highest sequence number written before it was
+    /// frozen): what `persisted_seq` becomes once it is flushed.
+    seals: Mutex<Vec<(u64, u64)>>,
     /// Held by whoever runs a ledger compaction.
     compact_lock: Mutex<()>,
     /// The lock of an unfenced store (none when fenced).
@@ -350,6 +352,21 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Inner {
+    /// The writer lock, in lock order (see `order`).
+    fn lock_writer(&self) -> Ordered<MutexGuard<'_, WriterState>> {
+        Ordered::acquire(Level::Writer, || self.writer.lock())
+    }
+
+    /// The manifest-state lock, in lock order.
+    fn lock_meta(&self) -> Ordered<MutexGuard<'_, MetaState>> {
+        Ordered::acquire(Level::Meta, || self.meta.lock())
+    }
+
+    /// The super-version, locked for installing a new one, in lock order.
+    fn write_sv(&self) -> Ordered<RwLockWriteGuard<'_, Arc<SuperVersion>>> {
+        Ordered::acquire(Level::Sv, || self.sv.write())
+    }
+
     fn current(&self) -> Arc<SuperVersion> {
         self.sv.read().clone()
     }
@@ -496,7 +513,7 @@ impl Store {
     /// A point-in-time view. It keeps the files it needs until dropped.
     pub fn snapshot(&self) -> Result<Snapshot> {
         self.inner.check_open()?;
-        let w = self.inner.writer.lock();
+        let w = self.inner.lock_writer();
         let seq = w.next_seq - 1;
         if !self.inner.current().mems[0].is_empty() {
             self.inner.rotate(seq);
@@ -533,7 +550,7 @@ impl Store {
     pub fn flush(&self) -> Result<()> {
         self.inner.check_open()?;
         {
-            let w = self.inner.writer.lock();
+            let w = self.inner.lock_writer();
             if !self.inner.current().mems[0].is_empty() {
                 self.inner.rotate(w.next_seq - 1);
             }
@@ -568,7 +585,7 @@ impl Store {
             rep.entries += f.verify()?;
             rep.tables += 1;
         }
-        let metas = self.inner.meta.lock().state.segments.clone();
+        let metas = self.inner.lock_meta().state.segments.clone();
         for s in metas.iter().filter(|s| sv.segments.contains_key(&s.id)) {
             let path = segment::segment_path(&self.inner.journal_dir, s.id, s.kind);
             segment::scan(&path, s.id, s.kind, false, s.scan_limit(), |_, _, _| {
@@ -582,9 +599,9 @@ impl Store {
 
     /// Counters describing the store now.
     pub fn stats(&self) -> Stats {
-        let last_seq = self.inner.writer.lock().next_seq - 1;
+        let last_seq = self.inner.lock_writer().next_seq - 1;
         let sv = self.inner.current();
-        let m = self.inner.meta.lock();
+        let m = self.inner.lock_meta();
         Stats {
             last_seq,
             persisted_seq: m.state.persisted_seq,
@@ -609,7 +626,7 @@ impl Store {
     /// (the scan servers); the list is a snapshot and may be stale a moment
     /// later.
     pub fn immutable_files(&self) -> Vec<String> {
-        let active = self.inner.writer.lock().seg.id;
+        let active = self.inner.lock_writer().seg.id;
         let sv = self.inner.current();
         let mut out: Vec<String> = sv
             .levels
@@ -704,13 +721,13 @@ impl Store {
             // persist, and failing to is no error.
             return Ok(());
         }
-        let w = self.inner.writer.lock();
+        let w = self.inner.lock_writer();
         w.seg.sync()?;
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Background(e.clone()));
         }
         flushed?;
-        let mut meta = self.inner.meta.lock();
+        let mut meta = self.inner.lock_meta();
         let (id, len, last) = (w.seg.id, w.seg.len, w.next_seq - 1);
         if meta.state.persisted_seq >= last {
             if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {

@@ -293,8 +293,8 @@ impl Store {
     /// segment in the manifest.
     pub(super) fn replay(inner: &Arc<Inner>, rebuild: bool) -> Result<()> {
         let (persisted, segs, active_id) = {
-            let m = inner.meta.lock();
-            let w = inner.writer.lock();
+            let w = inner.lock_writer();
+            let m = inner.lock_meta();
             (m.state.persisted_seq, m.state.segments.clone(), w.seg.id)
         };
         let last_write_id = segs
@@ -372,7 +372,7 @@ impl Store {
                             rebuild,
                         )?;
                         if sv.mems[0].bytes() >= inner.opts.memtable_bytes_max {
-                            let w = inner.writer.lock();
+                            let w = inner.lock_writer();
                             inner.rotate(if rebuild { 0 } else { r.seq });
                             drop(w);
                             while inner.current().mems.len() > inner.opts.immutable_memtables_max {
@@ -419,12 +419,12 @@ impl Store {
                 size,
             ));
         }
-        let mut w = inner.writer.lock();
+        let mut w = inner.lock_writer();
         w.next_seq = max_seq + 1;
         // Everything replayed is on disk: in sealed segments, synced at
         // their roll, or in the ones synced above.
         inner.durable_seq.store(max_seq, Ordering::Release);
-        let mut meta = inner.meta.lock();
+        let mut meta = inner.lock_meta();
         for (id, smin, smax, size) in seg_updates {
             if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
                 m.min_seq = smin;
@@ -463,7 +463,7 @@ impl Store {
         if rebuild {
             // A rebuilt ledger is only trustworthy once fully persisted.
             while inner.flush_once()? {}
-            let mut meta = inner.meta.lock();
+            let mut meta = inner.lock_meta();
             meta.state.persisted_seq = max_seq;
             inner.save_manifest(&mut meta)?;
             let marker = inner.dir.join(REBUILD_MARKER_FILE);

@@ -189,7 +189,7 @@ impl Inner {
     /// Freezes the active memtable (caller holds the writer lock); once it is
     /// flushed, every write up to `seal_seq` is in ledger tables.
     pub(super) fn rotate(&self, seal_seq: u64) -> Arc<Memtable> {
-        let mut g = self.sv.write();
+        let mut g = self.write_sv();
         let old = g.mems[0].clone();
         let mut mems = Vec::with_capacity(g.mems.len() + 1);
         mems.push(Arc::new(Memtable::new()));
@@ -201,9 +201,7 @@ impl Inner {
             debt_bytes: g.debt_bytes,
         });
         drop(g);
-        self.seals
-            .lock()
-            .push((Arc::as_ptr(&old) as usize, seal_seq));
+        self.seals.lock().push((old.id(), seal_seq));
         self.bg_cv.notify_all();
         old
     }
@@ -247,7 +245,7 @@ impl Inner {
     /// Makes segments readable through the current view (segments already
     /// there keep their handle).
     pub(super) fn publish_segments(&self, segs: &[(u64, SegmentKind)]) {
-        let mut g = self.sv.write();
+        let mut g = self.write_sv();
         let mut segments = g.segments.clone();
         for &(id, kind) in segs {
             segments
@@ -278,7 +276,7 @@ impl Inner {
         w.seg.sync()?;
         self.synced_total
             .fetch_max(w.written_total, Ordering::AcqRel);
-        let mut meta = self.meta.lock();
+        let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
         let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
         new.sync()?;
@@ -402,7 +400,7 @@ impl Inner {
             .collect();
         self.wait_for_room()?;
         let (last_seq, end) = {
-            let mut w = self.writer.lock();
+            let mut w = self.lock_writer();
             self.check_open()?;
             let total: usize = prepared
                 .iter()
