@@ -8,17 +8,42 @@
 //! ledger compaction ([`ledger::compaction`]) and journal compaction
 //! ([`gc`]), and the anti-entropy tree ([`aae`]).
 
+/// Declares modules that are the engine's internals: crate-private, or
+/// public with the `internals` feature, which only the fuzz targets (and
+/// tests that decode formats directly) enable. The public API is the
+/// store, its options, errors and the anti-entropy tree.
+macro_rules! internal_modules {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        $(#[$doc])*
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    )*};
+}
+
 pub mod aae;
-pub mod cache;
-pub mod codec;
 pub mod error;
-pub mod fence;
-pub mod gc;
-pub mod journal;
-pub mod ledger;
-pub mod manifest;
 pub mod options;
 pub mod store;
+
+internal_modules! {
+    /// Bounded file-handle and block caches.
+    cache;
+    /// Bounds-checked byte readers and writers.
+    codec;
+    /// Epoch fencing of a store.
+    fence;
+    /// Journal compaction policy.
+    gc;
+    /// The journal of values.
+    journal;
+    /// The ledger LSM primitives.
+    ledger;
+    /// The manifest format.
+    manifest;
+}
 
 pub use error::{Error, Result};
 pub use options::{Durability, Options};

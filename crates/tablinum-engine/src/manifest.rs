@@ -251,11 +251,6 @@ pub fn load_latest(dir: &Path, max_epoch: u64) -> Result<Option<(ManifestState, 
     Ok(load_file(&dir.join(manifest_name(e)))?.map(|s| (s, e)))
 }
 
-/// Reads `dir/MANIFEST`; `Ok(None)` when there is none.
-pub fn load(dir: &Path) -> Result<Option<ManifestState>> {
-    load_file(&dir.join(MANIFEST_FILE))
-}
-
 fn load_file(path: &Path) -> Result<Option<ManifestState>> {
     let path = path.to_path_buf();
     let meta = match fs::metadata(&path) {
@@ -279,11 +274,6 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync directory", dir, e))
-}
-
-/// Atomically replaces `dir/MANIFEST` with `state`.
-pub fn save(dir: &Path, state: &ManifestState) -> Result<()> {
-    save_epoch(dir, state, 0)
 }
 
 /// Atomically replaces the manifest of `epoch` (see [`manifest_name`]).

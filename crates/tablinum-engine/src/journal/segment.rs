@@ -100,8 +100,6 @@ pub fn check_header(buf: &[u8], path: &Path, id: u64, kind: SegmentKind) -> Resu
 pub struct SegmentWriter {
     /// Segment id.
     pub id: u64,
-    /// Kind of the segment.
-    pub kind: SegmentKind,
     /// Path of the file.
     pub path: PathBuf,
     file: File,
@@ -123,7 +121,6 @@ impl SegmentWriter {
             .map_err(|e| Error::io("write segment header", &path, e))?;
         Ok(SegmentWriter {
             id,
-            kind,
             path,
             file,
             len: SEGMENT_HEADER_BYTES,

@@ -147,6 +147,7 @@ impl Block {
     }
 
     /// True when empty.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }

@@ -70,11 +70,6 @@ impl Bloom {
             k,
         })
     }
-
-    /// Memory held by the filter.
-    pub fn bytes(&self) -> usize {
-        self.bits.len()
-    }
 }
 
 #[cfg(test)]
