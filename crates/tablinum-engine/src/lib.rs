@@ -25,6 +25,8 @@ macro_rules! internal_modules {
 
 pub mod aae;
 pub mod error;
+#[doc(hidden)]
+pub mod failpoint;
 pub mod options;
 pub mod store;
 

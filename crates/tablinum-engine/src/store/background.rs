@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::ledger::compaction::{self, Choice, FileSummary, Shape};
 use crate::ledger::memtable::Memtable;
 use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
@@ -55,6 +56,10 @@ impl Inner {
             meta.state.segments.sort_by_key(|s| s.id);
         }
         self.save_manifest(meta)?;
+        failpoint!("install.after-manifest");
+        if gc.is_some() {
+            failpoint!("gc.after-manifest");
+        }
         let shape = self.shape();
         let debt = compaction::debt_bytes(&summaries(&levels), &shape);
         let mut g = self.write_sv();
@@ -193,6 +198,7 @@ impl Inner {
         if let Some(p) = persisted {
             meta.state.persisted_seq = meta.state.persisted_seq.max(p);
         }
+        failpoint!("flush.before-install");
         self.install(&mut meta, levels, &flushed, merged_edit.as_ref())?;
         drop(meta);
         self.seals.lock().retain(|(id, _)| !ids.contains(id));

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::gc::{self, GcPolicy, RecordAt, SegmentStat};
 use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
 use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
@@ -213,6 +214,7 @@ impl Inner {
         // (they join the manifest with the flush that carries the edit; a
         // crash before that deletes them and the old pointers stay valid).
         let added: Vec<(u64, SegmentKind)> = new_metas.iter().map(|m| (m.id, m.kind)).collect();
+        failpoint!("gc.after-copy");
         inner.publish_segments(&added);
         // Switch pointers under the writer lock, re-checking each entry.
         {
@@ -244,6 +246,7 @@ impl Inner {
             ));
             inner.rotate(w.next_seq - 1);
         }
+        failpoint!("gc.after-switch");
         // Wait until the flush that carries the edit has landed, still
         // holding `gc_lock` so no second run picks the same segments.
         let wait_s = inner.opts.journal_compaction_flush_wait_s;

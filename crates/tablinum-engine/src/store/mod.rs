@@ -38,6 +38,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use crate::aae::{self, TicTacTree};
 use crate::cache::Caches;
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::fence::Fence;
 use crate::journal::record::IndexTerm;
 use crate::journal::segment::{self, SegmentWriter};
@@ -245,6 +246,7 @@ impl Drop for Segment {
         if self.obsolete.load(Ordering::Acquire) {
             self.caches.forget_file(self.id);
             let _ = fs::remove_file(&self.path);
+            failpoint!("gc.after-delete");
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::fence::Fence;
 use crate::journal::record::{
     self, IndexTerm, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT,
@@ -281,6 +282,7 @@ impl Inner {
         let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
         new.sync()?;
         manifest::sync_dir(&self.journal_dir)?;
+        failpoint!("roll.after-new-segment");
         let sealed_seq = w.next_seq - 1;
         let old_id = w.seg.id;
         let old_len = w.seg.len;
