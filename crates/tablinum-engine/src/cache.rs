@@ -1,12 +1,15 @@
-//! Bounded caches shared by a store: open file handles and decoded ledger
-//! blocks.
+//! Bounded caches of open file handles and decoded ledger blocks, shared by
+//! every store of a process (or owned by one store opened on its own).
 //!
 //! Owns the two limits `open_files_max` (handles) and `block_cache_bytes`
-//! (decoded block bytes). Never decides what is cached beyond "recently
-//! used": callers ask, the cache evicts.
+//! (decoded block bytes). Each store reads through its own [`StoreCache`]
+//! view, whose namespace keeps equal file ids of different stores apart.
+//! Never decides what is cached beyond "recently used": callers ask, the
+//! cache evicts.
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
@@ -18,8 +21,11 @@ use crate::ledger::block::Block;
 #[derive(Clone)]
 struct BlockWeighter;
 
-impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
-    fn weight(&self, _k: &(u64, u64), v: &Arc<Block>) -> u64 {
+/// (store namespace, file id, block offset).
+type BlockKey = (u64, u64, u64);
+
+impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
+    fn weight(&self, _k: &BlockKey, v: &Arc<Block>) -> u64 {
         v.bytes() as u64
     }
 }
@@ -41,9 +47,13 @@ fn advise_random(f: &File) {
 
 /// File handles and decoded blocks, bounded.
 pub struct Caches {
-    files: Cache<u64, Arc<File>>,
-    blocks: Option<Cache<(u64, u64), Arc<Block>, BlockWeighter>>,
+    /// Keyed by (store namespace, file id).
+    files: Cache<(u64, u64), Arc<File>>,
+    blocks: Option<Cache<BlockKey, Arc<Block>, BlockWeighter>>,
 }
+
+/// Hands out store namespaces, unique within the process.
+static NEXT_NAMESPACE: AtomicU64 = AtomicU64::new(1);
 
 impl std::fmt::Debug for Caches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,9 +77,32 @@ impl Caches {
         }
     }
 
+    /// A view for one store, with a namespace of its own.
+    pub fn view(self: &Arc<Self>) -> StoreCache {
+        StoreCache {
+            caches: self.clone(),
+            ns: NEXT_NAMESPACE.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// One store's view of the shared caches: its file ids, its blocks.
+#[derive(Clone)]
+pub struct StoreCache {
+    caches: Arc<Caches>,
+    ns: u64,
+}
+
+impl std::fmt::Debug for StoreCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreCache({})", self.ns)
+    }
+}
+
+impl StoreCache {
     /// A read handle on file `id` at `path`, opened on a miss.
     pub fn file(&self, id: u64, path: &Path) -> Result<Arc<File>> {
-        self.files.get_or_insert_with(&id, || {
+        self.caches.files.get_or_insert_with(&(self.ns, id), || {
             let f = File::open(path).map_err(|e| Error::io("open for read", path, e))?;
             advise_random(&f);
             Ok(Arc::new(f))
@@ -78,18 +111,18 @@ impl Caches {
 
     /// Drops the handle of a file that is being deleted.
     pub fn forget_file(&self, id: u64) {
-        self.files.remove(&id);
+        self.caches.files.remove(&(self.ns, id));
     }
 
     /// A cached block.
     pub fn block(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
-        self.blocks.as_ref()?.get(&(file, offset))
+        self.caches.blocks.as_ref()?.get(&(self.ns, file, offset))
     }
 
     /// Caches a block.
     pub fn put_block(&self, file: u64, offset: u64, b: Arc<Block>) {
-        if let Some(c) = &self.blocks {
-            c.insert((file, offset), b);
+        if let Some(c) = &self.caches.blocks {
+            c.insert((self.ns, file, offset), b);
         }
     }
 }

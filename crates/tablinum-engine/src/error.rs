@@ -9,6 +9,11 @@
 use std::fmt;
 use std::path::PathBuf;
 
+/// The operation named by the error of a failed journal append whose
+/// partial bytes could not be cut off: the segment's end is unknown, so the
+/// store must stop writing.
+pub(crate) const JOURNAL_REWIND_OP: &str = "cut a failed append off the journal";
+
 /// Result alias used throughout the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -45,8 +50,19 @@ pub enum Error {
     },
     /// The store was closed (explicitly or after a fatal background error).
     Closed,
-    /// A background task failed; the store refuses writes until reopened.
+    /// A background task failed for good (damage, a failed fsync, a panic);
+    /// the store refuses writes until reopened.
     Background(String),
+    /// The store cannot take this request now, and nothing was changed:
+    /// writers stalled past `write_stall_ms_max` while background work kept
+    /// failing with a transient error (named in `reason`). Retry later.
+    Unavailable {
+        /// Why, naming the stall limit and the background error.
+        reason: String,
+    },
+    /// A write's record reached the journal and then something failed: the
+    /// write may or may not be durable and visible after a restart.
+    WriteOutcomeUnknown(Box<Error>),
     /// The on-disk format version is not one this build can read.
     UnsupportedVersion {
         /// The file carrying the version.
@@ -109,6 +125,41 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }
+
+    /// True for an operating-system error that may go away by itself (too
+    /// many open files, a full disk, no memory, an I/O error on a path
+    /// whose work is redone from scratch): background work that fails with
+    /// one is retried with backoff instead of poisoning the store. Never
+    /// true for damage, nor for a failed fsync of the journal (after which
+    /// the state of its pages is unknown); a failed fsync of a new table or
+    /// manifest is transient, as that file is abandoned and written anew.
+    pub fn is_transient(&self) -> bool {
+        let Error::Io { op, source, .. } = self else {
+            return false;
+        };
+        if op.starts_with("fsync") && (op.contains("journal") || op.contains("segment")) {
+            return false;
+        }
+        if *op == JOURNAL_REWIND_OP {
+            return false;
+        }
+        matches!(
+            source.raw_os_error(),
+            Some(
+                libc::EMFILE
+                    | libc::ENFILE
+                    | libc::ENOSPC
+                    | libc::ENOMEM
+                    | libc::EIO
+                    | libc::EAGAIN
+                    | libc::EINTR
+                    | libc::EDQUOT
+            )
+        ) || matches!(
+            source.kind(),
+            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::Interrupted
+        )
+    }
 }
 
 impl fmt::Display for Error {
@@ -127,6 +178,11 @@ impl fmt::Display for Error {
             Error::InvalidArgument { what, reason } => write!(f, "invalid {what}: {reason}"),
             Error::Closed => f.write_str("store is closed"),
             Error::Background(msg) => write!(f, "background task failed: {msg}"),
+            Error::Unavailable { reason } => write!(f, "store unavailable: {reason}"),
+            Error::WriteOutcomeUnknown(e) => write!(
+                f,
+                "the write reached the journal, then failed ({e}): it may or may not be applied"
+            ),
             Error::UnsupportedVersion {
                 file,
                 found,
@@ -166,6 +222,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::WriteOutcomeUnknown(e) => Some(e.as_ref()),
             _ => None,
         }
     }

@@ -64,9 +64,17 @@ pub struct Options {
     pub memtable_bytes_max: u64,
     /// Writes stall while this many frozen memtables wait for flush. Default 4.
     pub immutable_memtables_max: usize,
-    /// Decompressed ledger block cache budget. Default 64 MiB.
+    /// A write (or `flush`) stalled this long while background work keeps
+    /// failing with a transient error (a full disk, too many open files)
+    /// gives up with `Error::Unavailable`, changing nothing. Stalls behind
+    /// healthy background work wait as long as it takes. Default 10,000 ms.
+    pub write_stall_ms_max: u64,
+    /// Decompressed ledger block cache budget of a store opened on its own
+    /// (`Store::open`); a store on `Shared` resources uses theirs. Default
+    /// 64 MiB.
     pub block_cache_bytes: u64,
-    /// Most file descriptors the store keeps open for reads. Default 512.
+    /// Most file descriptors a store opened on its own keeps open for reads
+    /// (a store on `Shared` resources uses theirs). Default 512.
     pub open_files_max: usize,
     /// Target size of a ledger block before compression. Default 4 KiB.
     pub block_bytes: usize,
@@ -118,6 +126,7 @@ impl Default for Options {
             value_compression: true,
             memtable_bytes_max: 32 << 20,
             immutable_memtables_max: 4,
+            write_stall_ms_max: 10_000,
             block_cache_bytes: 64 << 20,
             open_files_max: 512,
             block_bytes: 4096,
@@ -279,6 +288,13 @@ impl Options {
             0,
             100,
             "%",
+        )?;
+        range(
+            "options.write_stall_ms_max",
+            self.write_stall_ms_max,
+            1,
+            3_600_000,
+            "ms",
         )?;
         range(
             "options.journal_compaction_flush_wait_s",

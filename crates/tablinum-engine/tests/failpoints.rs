@@ -161,7 +161,10 @@ fn check(store: &Store, acked: &HashMap<u64, u64>, what: &str) {
 fn crash_at(failpoint: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (acked, aborted) = run_child(dir.path(), failpoint);
-    assert!(aborted, "{failpoint}: never reached in {CHILD_WRITES_MAX} writes");
+    assert!(
+        aborted,
+        "{failpoint}: never reached in {CHILD_WRITES_MAX} writes"
+    );
     assert!(!acked.is_empty(), "{failpoint}: nothing acknowledged");
     let store = Store::open(dir.path(), opts()).unwrap();
     check(&store, &acked, failpoint);

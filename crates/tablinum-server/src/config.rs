@@ -75,12 +75,17 @@ const _: () = {
     assert!(HEARTBEAT_INTERVAL_MS_DEFAULT * 3 <= HEARTBEAT_TIMEOUT_MS_DEFAULT);
 };
 
-/// Memtable of one tablet, MiB.
+/// Memtable of one tablet: frozen and flushed at this size, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
-/// Block cache of one tablet, MiB.
-pub const TABLET_BLOCK_CACHE_MIB_DEFAULT: u64 = 8;
-/// Open file handles of one tablet.
-pub const TABLET_OPEN_FILES_DEFAULT: usize = 64;
+/// Background threads (flushes, compactions) of a server, all tablets.
+pub const BACKGROUND_THREADS_DEFAULT: usize = 2;
+/// Block cache of a server, all tablets, MiB.
+pub const BLOCK_CACHE_MIB_DEFAULT: u64 = 256;
+/// Open read handles of a server, all tablets.
+pub const OPEN_FILES_MAX_DEFAULT: usize = 4_096;
+/// Memtables of a server, all tablets, MiB: above it the largest is
+/// flushed; at twice it writes stall.
+pub const MEMTABLE_BUDGET_MIB_DEFAULT: u64 = 512;
 
 /// Name of the cluster secret file in the manager's data directory when
 /// `cluster_secret_file` is not set.
@@ -269,12 +274,17 @@ pub struct TserverConfig {
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
     pub scan_bytes_in_flight_max: u64,
-    /// Memtable of each tablet, MiB.
+    /// Memtable of each tablet: frozen and flushed at this size, MiB.
     pub tablet_memtable_mib: u64,
-    /// Block cache of each tablet, MiB.
-    pub tablet_block_cache_mib: u64,
-    /// Open file handles of each tablet.
-    pub tablet_open_files: usize,
+    /// Background threads running every tablet's flushes and compactions.
+    pub background_threads: usize,
+    /// Block cache shared by every tablet, MiB.
+    pub block_cache_mib: u64,
+    /// Open read handles shared by every tablet.
+    pub open_files_max: usize,
+    /// Memtables of every tablet together, MiB: above it the largest is
+    /// frozen and flushed; at twice it writes stall.
+    pub memtable_budget_mib: u64,
     /// The manager's cluster secret (a copy of its `cluster_secret_file`).
     /// Required unless the manager runs in the same process.
     pub cluster_secret_file: PathBuf,
@@ -309,8 +319,10 @@ impl Default for TserverConfig {
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
-            tablet_block_cache_mib: TABLET_BLOCK_CACHE_MIB_DEFAULT,
-            tablet_open_files: TABLET_OPEN_FILES_DEFAULT,
+            background_threads: BACKGROUND_THREADS_DEFAULT,
+            block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
+            open_files_max: OPEN_FILES_MAX_DEFAULT,
+            memtable_budget_mib: MEMTABLE_BUDGET_MIB_DEFAULT,
             cluster_secret_file: PathBuf::new(),
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
@@ -321,6 +333,16 @@ impl Default for TserverConfig {
 }
 
 impl TserverConfig {
+    /// The engine resources every tablet of this server shares.
+    pub fn engine_shared(&self) -> tablinum_engine::SharedOptions {
+        tablinum_engine::SharedOptions {
+            worker_threads: self.background_threads,
+            block_cache_bytes: self.block_cache_mib << 20,
+            open_files_max: self.open_files_max,
+            memtable_budget_bytes: self.memtable_budget_mib << 20,
+        }
+    }
+
     /// The TLS this server's outgoing calls use (to the manager and other
     /// servers): none unless `tls_ca` is set; with `tls_cert` and `tls_key`
     /// it also presents its certificate.
@@ -387,6 +409,9 @@ impl TserverConfig {
                 tokio::sync::Semaphore::MAX_PERMITS
             ));
         }
+        self.engine_shared()
+            .validate()
+            .map_err(|e| e.to_string().replace("shared.", ""))?;
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
         {
             return Err(

@@ -47,6 +47,11 @@ pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
             ..
         } => Status::unknown(format!("outcome unknown: {e}")),
         E::Fenced { .. } => Status::failed_precondition(format!("not serving: {e}")),
+        E::WriteOutcomeUnknown(_) => Status::unknown(format!("outcome unknown: {e}")),
+        E::Unavailable { .. } => Status::unavailable(format!(
+            "{}: {e}",
+            tablinum_client::SERVER_UNAVAILABLE_PREFIX
+        )),
         other => Status::internal(other.to_string()),
     }
 }

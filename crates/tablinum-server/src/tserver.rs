@@ -178,6 +178,8 @@ pub struct Tserver {
     client_tls: Option<tablinum_client::ClientTls>,
     /// What this server presents to the manager and to other servers.
     secret: ClusterSecret,
+    /// Background workers, caches and the memtable budget of every tablet.
+    engine: Arc<tablinum_engine::Shared>,
 }
 
 impl Tserver {
@@ -215,6 +217,8 @@ impl Tserver {
             },
         )
         .map_err(|e| Error::Config(format!("[tserver] manager: {e}")))?;
+        let engine = tablinum_engine::Shared::new(cfg.engine_shared())
+            .map_err(|e| Error::Config(format!("[tserver] {e}")))?;
         let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
         let slot_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_slots_max));
         let scan_bytes = crate::scan::ByteBudget::new(
@@ -238,6 +242,7 @@ impl Tserver {
             slot_permits,
             caller_streams: Arc::new(Mutex::new(HashMap::new())),
             scan_bytes,
+            engine,
             query_client,
             verifier,
             secret,
@@ -288,8 +293,6 @@ impl Tserver {
                 EngineDurability::Sync
             },
             memtable_bytes_max: self.cfg.tablet_memtable_mib << 20,
-            block_cache_bytes: self.cfg.tablet_block_cache_mib << 20,
-            open_files_max: self.cfg.tablet_open_files,
             journal_segment_bytes_max: 64 << 20,
             ..Options::default()
         }
@@ -708,8 +711,12 @@ impl Tserver {
                     let r = std::fs::create_dir_all(&dir)
                         .map_err(|e| e.to_string())
                         .and_then(|_| {
-                            Store::open(&dir, me.engine_options(a.durability, a.epoch))
-                                .map_err(|e| e.to_string())
+                            Store::open_shared(
+                                &dir,
+                                me.engine_options(a.durability, a.epoch),
+                                &me.engine,
+                            )
+                            .map_err(|e| e.to_string())
                         });
                     match r {
                         Ok(store) => {

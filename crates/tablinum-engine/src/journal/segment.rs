@@ -7,12 +7,12 @@
 //! of the ledger, of liveness or of which segments exist (the manifest does).
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{crc, Put, Reader};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, JOURNAL_REWIND_OP};
 use crate::journal::record::{self, Record, HEADER_BYTES};
 
 /// Bytes of the segment header.
@@ -127,12 +127,22 @@ impl SegmentWriter {
         })
     }
 
-    /// Appends encoded records; returns the offset they start at.
+    /// Appends encoded records; returns the offset they start at. A failed
+    /// append cuts whatever part of it reached the file off again, so the
+    /// next append starts at `len`; if even that fails, the error's op is
+    /// `JOURNAL_REWIND_OP` and the segment must not be written again.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let at = self.len;
-        self.file
-            .write_all(bytes)
-            .map_err(|e| Error::io("append journal", &self.path, e))?;
+        if let Err(e) = self.file.write_all(bytes) {
+            let rewound = self
+                .file
+                .set_len(at)
+                .and_then(|()| self.file.seek(SeekFrom::Start(at)));
+            if let Err(r) = rewound {
+                return Err(Error::io(JOURNAL_REWIND_OP, &self.path, r));
+            }
+            return Err(Error::io("append journal", &self.path, e));
+        }
         self.len += bytes.len() as u64;
         Ok(at)
     }

@@ -29,6 +29,9 @@ pub struct Memtable {
     id: u64,
     map: RwLock<BTreeMap<Vec<u8>, Arc<Entry>>>,
     bytes: AtomicU64,
+    /// A budget shared with other memtables: this one's bytes are added on
+    /// insert and taken off again when it is dropped.
+    shared_bytes: Option<Arc<AtomicU64>>,
 }
 
 impl Default for Memtable {
@@ -37,14 +40,26 @@ impl Default for Memtable {
             id: NEXT_MEMTABLE_ID.fetch_add(1, Ordering::Relaxed),
             map: RwLock::default(),
             bytes: AtomicU64::new(0),
+            shared_bytes: None,
+        }
+    }
+}
+
+impl Drop for Memtable {
+    fn drop(&mut self) {
+        if let Some(c) = &self.shared_bytes {
+            c.fetch_sub(self.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
         }
     }
 }
 
 impl Memtable {
-    /// An empty memtable with a new id.
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty memtable whose bytes also count in `shared_bytes` while it
+    /// lives.
+    pub fn counted(shared_bytes: Arc<AtomicU64>) -> Self {
+        let mut m = Self::default();
+        m.shared_bytes = Some(shared_bytes);
+        m
     }
 
     /// This memtable's id: unique within the process, never reused (unlike
@@ -57,6 +72,9 @@ impl Memtable {
     pub fn insert(&self, key: Vec<u8>, entry: Entry) -> Option<Arc<Entry>> {
         let add = key.len() + entry.approx_bytes() + ENTRY_OVERHEAD_BYTES;
         self.bytes.fetch_add(add as u64, Ordering::Relaxed);
+        if let Some(c) = &self.shared_bytes {
+            c.fetch_add(add as u64, Ordering::Relaxed);
+        }
         self.map.write().insert(key, Arc::new(entry))
     }
 

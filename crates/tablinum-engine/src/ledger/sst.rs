@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cache::Caches;
+use crate::cache::StoreCache;
 use crate::codec::{crc, Put, Reader};
 use crate::error::{Error, Result};
 use crate::ledger::block::{Block, BlockBuilder};
@@ -241,7 +241,7 @@ pub struct SstReader {
     pub path: PathBuf,
     index: Vec<IndexEntry>,
     bloom: Bloom,
-    caches: Arc<Caches>,
+    caches: StoreCache,
     obsolete: AtomicBool,
 }
 
@@ -274,7 +274,7 @@ fn checked_section(buf: &[u8], path: &Path, off: u64, what: &str) -> Result<Vec<
 
 impl SstReader {
     /// Opens table `id`, checking footer, index, bloom and properties.
-    pub fn open(dir: &Path, id: u64, caches: Arc<Caches>) -> Result<SstReader> {
+    pub fn open(dir: &Path, id: u64, caches: StoreCache) -> Result<SstReader> {
         let path = sst_path(dir, id);
         let file = caches.file(id, &path)?;
         let size = file

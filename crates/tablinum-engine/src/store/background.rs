@@ -9,17 +9,19 @@
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::failpoint::failpoint;
 use crate::ledger::compaction::{self, Choice, FileSummary, Shape};
 use crate::ledger::memtable::Memtable;
 use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
 use crate::ledger::output::{OutputShape, TableOutput};
+use std::fs;
+
+use crate::ledger::sst::sst_path;
 use crate::ledger::sst::SstReader;
 
-use super::{GcEdit, Inner, MetaState, Store, SuperVersion, BG_TICK_MS};
+use super::{GcEdit, Inner, MetaState, SuperVersion};
 
 pub(super) fn summaries(levels: &[Vec<Arc<SstReader>>]) -> Vec<Vec<FileSummary>> {
     levels
@@ -38,24 +40,35 @@ pub(super) fn summaries(levels: &[Vec<Arc<SstReader>>]) -> Vec<Vec<FileSummary>>
 }
 
 impl Inner {
+    /// Makes `levels` (and a flush's `persisted_seq`, a GC edit) the
+    /// store's state: the manifest first, then the read view. On failure
+    /// nothing changed (the manifest edit is made on a copy).
     pub(super) fn install(
         &self,
         meta: &mut MetaState,
         levels: Vec<Vec<Arc<SstReader>>>,
         flushed: &[Arc<Memtable>],
+        persisted_seq: Option<u64>,
         gc: Option<&GcEdit>,
     ) -> Result<()> {
         // Build the manifest view of the levels and persist first.
-        meta.state.levels = levels
+        let mut next = MetaState {
+            state: meta.state.clone(),
+        };
+        next.state.levels = levels
             .iter()
             .map(|l| l.iter().map(|f| f.meta.clone()).collect())
             .collect();
-        if let Some(edit) = gc {
-            meta.state.segments.retain(|s| !edit.remove.contains(&s.id));
-            meta.state.segments.extend(edit.add.iter().cloned());
-            meta.state.segments.sort_by_key(|s| s.id);
+        if let Some(p) = persisted_seq {
+            next.state.persisted_seq = next.state.persisted_seq.max(p);
         }
-        self.save_manifest(meta)?;
+        if let Some(edit) = gc {
+            next.state.segments.retain(|s| !edit.remove.contains(&s.id));
+            next.state.segments.extend(edit.add.iter().cloned());
+            next.state.segments.sort_by_key(|s| s.id);
+        }
+        self.save_manifest(&mut next)?;
+        meta.state = next.state;
         failpoint!("install.after-manifest");
         if gc.is_some() {
             failpoint!("gc.after-manifest");
@@ -96,6 +109,11 @@ impl Inner {
         });
         drop(g);
         self.bg_cv.notify_all();
+        // New tables may call for a compaction.
+        self.jobs
+            .compact_wanted
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.pool.kick();
         Ok(())
     }
 
@@ -155,13 +173,16 @@ impl Inner {
             return Err(e);
         }
         let new_reader = match out.finish()?.first() {
-            Some(m) => Some(Arc::new(SstReader::open(
-                &self.ledger_dir,
-                m.id,
-                self.caches.clone(),
-            )?)),
+            Some(m) => Some(Arc::new(
+                SstReader::open(&self.ledger_dir, m.id, self.caches.clone()).inspect_err(|_| {
+                    let _ = fs::remove_file(sst_path(&self.ledger_dir, m.id));
+                })?,
+            )),
             None => None,
         };
+        // Dropped unread (a failure below) it removes its file; once
+        // installed it is kept.
+        let new_reader = new_reader.map(Unclaimed::new);
         // persisted_seq: the seal point of the newest flushed memtable.
         let newest = flushed[0].id();
         let ids: Vec<u64> = flushed.iter().map(|m| m.id()).collect();
@@ -169,37 +190,42 @@ impl Inner {
             let s = self.seals.lock();
             s.iter().find(|(id, _)| *id == newest).map(|(_, q)| *q)
         };
-        let gc_edits: Vec<GcEdit> = {
-            let mut p = self.pending_gc.lock();
-            let (mine, rest): (Vec<_>, Vec<_>) = p.drain(..).partition(|(id, _)| ids.contains(id));
-            *p = rest;
-            mine.into_iter().map(|(_, e)| e).collect()
-        };
-        let merged_edit = (!gc_edits.is_empty()).then(|| GcEdit {
-            remove: gc_edits
-                .iter()
-                .flat_map(|e| e.remove.iter().copied())
-                .collect(),
-            add: gc_edits
-                .iter()
-                .flat_map(|e| e.add.iter().cloned())
-                .collect(),
-        });
         // The table points into the journal: every byte it may point at must
         // be durable before the manifest names the table and advances
         // persisted_seq (under NoSync nothing else would have synced it).
         self.group_sync(self.written_total.load(Ordering::Acquire))?;
         let mut meta = self.lock_meta();
+        // The journal-compaction edits registered against these memtables
+        // travel with them; they go back if the install fails.
+        let gc_edits: Vec<(u64, GcEdit)> = {
+            let mut p = self.pending_gc.lock();
+            let (mine, rest): (Vec<_>, Vec<_>) = p.drain(..).partition(|(id, _)| ids.contains(id));
+            *p = rest;
+            mine
+        };
+        let merged_edit = (!gc_edits.is_empty()).then(|| GcEdit {
+            remove: gc_edits
+                .iter()
+                .flat_map(|(_, e)| e.remove.iter().copied())
+                .collect(),
+            add: gc_edits
+                .iter()
+                .flat_map(|(_, e)| e.add.iter().cloned())
+                .collect(),
+        });
         let cur = self.current();
         let mut levels = cur.levels.clone();
-        if let Some(r) = new_reader {
-            levels[0].insert(0, r);
-        }
-        if let Some(p) = persisted {
-            meta.state.persisted_seq = meta.state.persisted_seq.max(p);
+        if let Some(r) = &new_reader {
+            levels[0].insert(0, r.reader.clone());
         }
         failpoint!("flush.before-install");
-        self.install(&mut meta, levels, &flushed, merged_edit.as_ref())?;
+        if let Err(e) = self.install(&mut meta, levels, &flushed, persisted, merged_edit.as_ref()) {
+            self.pending_gc.lock().extend(gc_edits);
+            return Err(e);
+        }
+        if let Some(r) = new_reader {
+            r.claim();
+        }
         drop(meta);
         self.seals.lock().retain(|(id, _)| !ids.contains(id));
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
@@ -227,7 +253,7 @@ impl Inner {
                 let to = &mut levels[from + 1];
                 let at = to.partition_point(|x| x.meta.first_key < f.meta.first_key);
                 to.insert(at, f);
-                self.install(&mut meta, levels, &[], None)?;
+                self.install(&mut meta, levels, &[], None, None)?;
                 self.counters.compactions.fetch_add(1, Ordering::Relaxed);
                 Ok(true)
             }
@@ -279,13 +305,20 @@ impl Inner {
                     return Err(e);
                 }
                 let outputs = out.finish()?;
+                let remove_outputs = || {
+                    for m in &outputs {
+                        let _ = fs::remove_file(sst_path(&self.ledger_dir, m.id));
+                    }
+                };
                 let mut readers = Vec::with_capacity(outputs.len());
                 for m in &outputs {
-                    readers.push(Arc::new(SstReader::open(
-                        &self.ledger_dir,
-                        m.id,
-                        self.caches.clone(),
-                    )?));
+                    match SstReader::open(&self.ledger_dir, m.id, self.caches.clone()) {
+                        Ok(r) => readers.push(Arc::new(r)),
+                        Err(e) => {
+                            remove_outputs();
+                            return Err(e);
+                        }
+                    }
                 }
                 let mut meta = self.lock_meta();
                 let cur = self.current();
@@ -294,7 +327,10 @@ impl Inner {
                 levels[from + 1].retain(|f| !overlaps.contains(&f.meta.id));
                 levels[from + 1].extend(readers);
                 levels[from + 1].sort_by(|a, b| a.meta.first_key.cmp(&b.meta.first_key));
-                self.install(&mut meta, levels, &[], None)?;
+                if let Err(e) = self.install(&mut meta, levels, &[], None, None) {
+                    remove_outputs();
+                    return Err(e);
+                }
                 for f in ins.iter().chain(overs.iter()) {
                     // Manifest before delete.
                     assert!(
@@ -317,67 +353,31 @@ impl Inner {
     }
 }
 
-impl Store {
-    pub(super) fn start_threads(&self) {
-        let mut threads = self.threads.lock();
-        let inner = self.inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("tablinum-flush".into())
-                .spawn(move || loop {
-                    if inner.closed.load(Ordering::Acquire) {
-                        return;
-                    }
-                    match inner.flush_once() {
-                        Ok(true) => continue,
-                        Ok(false) => {
-                            let mut g = inner.bg_lock.lock();
-                            inner
-                                .bg_cv
-                                .wait_for(&mut g, Duration::from_millis(BG_TICK_MS));
-                        }
-                        Err(e) => {
-                            inner.fail_background(&e);
-                            return;
-                        }
-                    }
-                })
-                .expect("spawn flush thread"),
-        );
-        let inner = self.inner.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("tablinum-compact".into())
-                .spawn(move || loop {
-                    if inner.closed.load(Ordering::Acquire) {
-                        return;
-                    }
-                    match inner.compact_once() {
-                        Ok(true) => continue,
-                        Ok(false) => {
-                            match inner.scheduled_journal_compaction() {
-                                Ok(()) => {}
-                                // Closing interrupted the run: nothing failed
-                                // (its edit is flushed by close or dropped with
-                                // its unnamed segments at the next open).
-                                Err(Error::Closed) => return,
-                                Err(e) => {
-                                    inner.fail_background(&e);
-                                    return;
-                                }
-                            }
-                            let mut g = inner.bg_lock.lock();
-                            inner
-                                .bg_cv
-                                .wait_for(&mut g, Duration::from_millis(BG_TICK_MS * 5));
-                        }
-                        Err(e) => {
-                            inner.fail_background(&e);
-                            return;
-                        }
-                    }
-                })
-                .expect("spawn compaction thread"),
-        );
+/// A table just written and opened but not yet installed: dropped without
+/// being claimed, it removes its file.
+struct Unclaimed {
+    reader: Arc<SstReader>,
+    claimed: bool,
+}
+
+impl Unclaimed {
+    fn new(reader: Arc<SstReader>) -> Self {
+        Unclaimed {
+            reader,
+            claimed: false,
+        }
+    }
+
+    /// The table is installed: keep it.
+    fn claim(mut self) {
+        self.claimed = true;
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if !self.claimed {
+            self.reader.mark_obsolete();
+        }
     }
 }

@@ -30,13 +30,12 @@ use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use crate::aae::{self, TicTacTree};
-use crate::cache::Caches;
+use crate::cache::StoreCache;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::fence::Fence;
@@ -53,12 +52,15 @@ mod journal_gc;
 mod open;
 mod order;
 mod read;
+mod shared;
 mod write;
 
 pub use journal_gc::in_window;
 use order::{Level, Ordered};
 use read::View;
 pub use read::{HeadIter, ObjectIter};
+use shared::{Jobs, Pool};
+pub use shared::{Shared, SharedOptions, WORKER_THREADS_MAX};
 
 const JOURNAL_DIR: &str = "journal";
 const LEDGER_DIR: &str = "ledger";
@@ -229,6 +231,10 @@ pub struct Stats {
     pub compactions: u64,
     /// Milliseconds writers spent stalled since open.
     pub stall_ms: u64,
+    /// Background jobs that failed with a transient error and were retried.
+    pub background_retries: u64,
+    /// The transient error background work is failing with now, if any.
+    pub background_failing: Option<String>,
 }
 
 /// A journal segment readable through the file cache; deleted from disk
@@ -237,7 +243,7 @@ pub struct Stats {
 struct Segment {
     id: u64,
     path: PathBuf,
-    caches: Arc<Caches>,
+    caches: StoreCache,
     obsolete: AtomicBool,
 }
 
@@ -290,7 +296,7 @@ struct Inner {
     journal_dir: PathBuf,
     ledger_dir: PathBuf,
     opts: Options,
-    caches: Arc<Caches>,
+    caches: StoreCache,
     writer: Mutex<WriterState>,
     meta: Mutex<MetaState>,
     sv: RwLock<Arc<SuperVersion>>,
@@ -326,12 +332,17 @@ struct Inner {
     _lock_file: Option<fs::File>,
     /// The epoch fence of a fenced store.
     fence: Option<Fence>,
+    /// The workers that run this store's background jobs.
+    pool: Arc<Pool>,
+    /// The state of this store's background jobs.
+    jobs: Jobs,
 }
 
 /// A key/value-separated store in one directory.
 pub struct Store {
     inner: Arc<Inner>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Keeps the workers (private ones, for `Store::open`) running.
+    shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Store {
@@ -386,9 +397,31 @@ impl Inner {
     fn fail_background(&self, e: &Error) {
         let mut g = self.bg_error.lock();
         if g.is_none() {
-            *g = Some(e.to_string());
+            *g = Some(match e {
+                Error::Background(m) => m.clone(),
+                e => e.to_string(),
+            });
         }
+        drop(g);
         self.bg_cv.notify_all();
+        self.pool.kick();
+    }
+
+    /// `Err(Unavailable)` once a stall that began at `since` has lasted
+    /// `write_stall_ms_max` while background work keeps failing.
+    fn check_stall(&self, since: Instant) -> Result<()> {
+        if since.elapsed() < Duration::from_millis(self.opts.write_stall_ms_max) {
+            return Ok(());
+        }
+        match self.jobs.failing.lock().as_ref() {
+            Some(why) => Err(Error::Unavailable {
+                reason: format!(
+                    "writes stalled for write_stall_ms_max = {} ms while background work fails: {why}",
+                    self.opts.write_stall_ms_max
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn note_dead(&self, e: &Entry) {
@@ -557,11 +590,14 @@ impl Store {
                 self.inner.rotate(w.next_seq - 1);
             }
         }
+        let since = Instant::now();
         loop {
             self.inner.check_open()?;
             if self.inner.current().mems.len() == 1 {
                 return Ok(());
             }
+            self.inner.check_stall(since)?;
+            self.inner.pool.kick();
             let mut g = self.inner.bg_lock.lock();
             self.inner.bg_cv.notify_all();
             self.inner
@@ -619,6 +655,8 @@ impl Store {
             flushes: self.inner.counters.flushes.load(Ordering::Relaxed),
             compactions: self.inner.counters.compactions.load(Ordering::Relaxed),
             stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
+            background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),
+            background_failing: self.inner.jobs.failing.lock().clone(),
         }
     }
 
@@ -705,8 +743,12 @@ impl Store {
             return Ok(());
         }
         self.inner.bg_cv.notify_all();
-        for t in self.threads.lock().drain(..) {
-            let _ = t.join();
+        // Workers start no new job of a closed store; wait for a running one.
+        while self.inner.jobs.busy() {
+            let mut g = self.inner.bg_lock.lock();
+            self.inner
+                .bg_cv
+                .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
         }
         // Released once the rest of close is done, on every path.
         struct Release<'a>(Option<&'a Fence>);

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_PUT};
@@ -26,16 +25,39 @@ use crate::manifest::{self, ManifestState, SegmentMeta};
 use crate::options::{Durability, Options};
 
 use super::background::summaries;
-use super::write::Applied;
+use super::shared::Jobs;
+use super::write::{Applied, Old};
 use super::{
-    Counters, Inner, MetaState, Segment, Store, SuperVersion, WriterState, JOURNAL_DIR, LEDGER_DIR,
-    LOCK_FILE, REBUILD_MARKER_FILE,
+    Counters, Inner, MetaState, Segment, Shared, SharedOptions, Store, SuperVersion, WriterState,
+    JOURNAL_DIR, LEDGER_DIR, LOCK_FILE, REBUILD_MARKER_FILE,
 };
 
 impl Store {
     /// Opens (creating if needed) the store in `dir`, recovering from the
-    /// journal whatever the ledger tables do not hold.
+    /// journal whatever the ledger tables do not hold. The store gets
+    /// resources of its own: two background workers, and caches sized by
+    /// `opts.block_cache_bytes` and `opts.open_files_max`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        opts.validate()?;
+        let shared = Shared::new(SharedOptions {
+            worker_threads: 2,
+            block_cache_bytes: opts.block_cache_bytes,
+            open_files_max: opts.open_files_max,
+            memtable_budget_bytes: 0,
+        })?;
+        Self::open_shared(dir, opts, &shared)
+    }
+
+    /// Opens the store in `dir` on resources shared with other stores of
+    /// the process: their workers run its flushes and compactions, their
+    /// caches hold its blocks and handles, their memtable budget covers its
+    /// memtables (`opts.block_cache_bytes` and `opts.open_files_max` are not
+    /// used).
+    pub fn open_shared(
+        dir: impl AsRef<Path>,
+        opts: Options,
+        shared: &Arc<Shared>,
+    ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let journal_dir = dir.join(JOURNAL_DIR);
@@ -200,7 +222,7 @@ impl Store {
         }
         let _ = fs::remove_file(dir.join(format!("{}.tmp", manifest::manifest_name(epoch))));
 
-        let caches = Arc::new(Caches::new(opts.open_files_max, opts.block_cache_bytes));
+        let caches = shared.caches.view();
         let mut levels: Vec<Vec<Arc<SstReader>>> = vec![Vec::new(); LEVELS];
         for (l, files) in state.levels.iter().enumerate() {
             for m in files {
@@ -233,7 +255,9 @@ impl Store {
             },
         );
         let sv = Arc::new(SuperVersion {
-            mems: vec![Arc::new(Memtable::new())],
+            mems: vec![Arc::new(Memtable::counted(
+                shared.pool.memtable_bytes.clone(),
+            ))],
             levels,
             segments,
             debt_bytes: debt,
@@ -278,13 +302,17 @@ impl Store {
             opts,
             _lock_file: lock_file,
             fence,
+            pool: shared.pool.clone(),
+            jobs: Jobs::default(),
         });
         Self::replay(&inner, rebuild)?;
+        // Whatever the ledger holds may want compacting.
+        inner.jobs.compact_wanted.store(true, Ordering::Release);
+        shared.pool.register(&inner);
         let store = Store {
             inner,
-            threads: Mutex::new(Vec::new()),
+            shared: shared.clone(),
         };
-        store.start_threads();
         Ok(store)
     }
 
@@ -368,6 +396,14 @@ impl Store {
                                 inline: (r.kind == KIND_PUT
                                     && value.len() <= inner.opts.inline_value_bytes_max)
                                     .then_some(value),
+                            },
+                            if rebuild
+                                || inner.has_index.load(Ordering::Relaxed)
+                                || !r.terms.is_empty()
+                            {
+                                Old::LookUp
+                            } else {
+                                Old::Unneeded
                             },
                             rebuild,
                         )?;

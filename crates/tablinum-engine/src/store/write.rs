@@ -126,6 +126,19 @@ pub(super) struct Applied<'a> {
     pub(super) inline: Option<Vec<u8>>,
 }
 
+/// What a write replaces, as far as `apply` needs to know (the old entry's
+/// index terms are withdrawn; a rebuild skips writes older than it).
+pub(super) enum Old {
+    /// Not needed: no index anywhere, and the write carries no terms.
+    Unneeded,
+    /// Looked up already (before the write reached the journal, so a failed
+    /// lookup could still fail the write cleanly).
+    Known(Option<Arc<Entry>>),
+    /// Look it up now: recovery, or a key written earlier in the same
+    /// batch (found in the active memtable, without I/O).
+    LookUp,
+}
+
 impl Inner {
     /// Applies one write to the active memtable (caller holds the writer
     /// lock, or is recovering alone). With `only_if_newer`, a write older than
@@ -134,12 +147,15 @@ impl Inner {
         &self,
         sv: &SuperVersion,
         a: Applied<'_>,
+        old: Old,
         only_if_newer: bool,
     ) -> Result<()> {
         let lk = entry::object_key(a.key);
-        let need_old =
-            only_if_newer || self.has_index.load(Ordering::Relaxed) || !a.terms.is_empty();
-        let old = if need_old { lookup(sv, &lk)? } else { None };
+        let old = match old {
+            Old::Unneeded => None,
+            Old::Known(o) => o,
+            Old::LookUp => lookup(sv, &lk)?,
+        };
         if only_if_newer && old.as_ref().is_some_and(|o| o.seq >= a.seq) {
             return Ok(());
         }
@@ -193,7 +209,9 @@ impl Inner {
         let mut g = self.write_sv();
         let old = g.mems[0].clone();
         let mut mems = Vec::with_capacity(g.mems.len() + 1);
-        mems.push(Arc::new(Memtable::new()));
+        mems.push(Arc::new(Memtable::counted(
+            self.pool.memtable_bytes.clone(),
+        )));
         mems.extend(g.mems.iter().cloned());
         *g = Arc::new(SuperVersion {
             mems,
@@ -204,6 +222,7 @@ impl Inner {
         drop(g);
         self.seals.lock().push((old.id(), seal_seq));
         self.bg_cv.notify_all();
+        self.pool.kick();
         old
     }
 
@@ -216,6 +235,7 @@ impl Inner {
             if imm < self.opts.immutable_memtables_max
                 && sv.levels[0].len() < self.opts.l0_stall_files
                 && sv.debt_bytes <= self.opts.compaction_debt_bytes_max
+                && !self.pool.over_hard_budget()
             {
                 if let Some(t) = stalled_since {
                     self.counters
@@ -224,7 +244,8 @@ impl Inner {
                 }
                 return Ok(());
             }
-            stalled_since.get_or_insert_with(Instant::now);
+            self.check_stall(*stalled_since.get_or_insert_with(Instant::now))?;
+            self.pool.kick();
             let mut g = self.bg_lock.lock();
             self.bg_cv.notify_all();
             self.bg_cv
@@ -262,13 +283,17 @@ impl Inner {
     }
 
     /// Seals the active segment and opens a new one (caller holds the writer
-    /// lock). Any failure is fatal for the store: a half-done roll must not
-    /// be retried (an fsync error is reported once) nor leave the in-memory
-    /// manifest ahead of the one on disk.
+    /// lock). Nothing changes until the manifest naming the new segment is
+    /// on disk, and nothing can fail after that. A transient failure before
+    /// it (too many open files, a full disk) removes the new file and fails
+    /// only the write that asked; any other failure (a failed fsync of the
+    /// journal, reported once) is fatal for the store.
     pub(super) fn roll(&self, w: &mut WriterState) -> Result<()> {
         let r = self.roll_once(w);
         if let Err(e) = &r {
-            self.fail_background(e);
+            if !e.is_transient() {
+                self.fail_background(e);
+            }
         }
         r
     }
@@ -280,8 +305,29 @@ impl Inner {
         let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
         let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
+        let switched = self.roll_switch(w, &mut meta, new);
+        if switched.is_err() {
+            let _ = std::fs::remove_file(segment::segment_path(
+                &self.journal_dir,
+                id,
+                SegmentKind::Write,
+            ));
+        }
+        switched
+    }
+
+    /// The part of a roll after the new segment exists: sync it, name it in
+    /// the manifest, then switch the writer to it.
+    fn roll_switch(
+        &self,
+        w: &mut WriterState,
+        meta: &mut MetaState,
+        new: SegmentWriter,
+    ) -> Result<()> {
+        let id = new.id;
         new.sync()?;
         manifest::sync_dir(&self.journal_dir)?;
+        let sync_handle = Arc::new(new.try_clone_file()?);
         failpoint!("roll.after-new-segment");
         let sealed_seq = w.next_seq - 1;
         let old_id = w.seg.id;
@@ -304,23 +350,34 @@ impl Inner {
             dead_bytes: 0,
         });
         self.save_manifest(&mut next)?;
+        // Nothing below can fail: the manifest names the new segment as the
+        // active one, so the writer must move to it.
         meta.state = next.state;
         self.publish_segments(&[(id, SegmentKind::Write)]);
-        drop(meta);
-        *self.sync_target.lock() = (Arc::new(new.try_clone_file()?), new.path.clone());
+        *self.sync_target.lock() = (sync_handle, new.path.clone());
         w.seg = new;
         Ok(())
     }
 
+    /// Saves `meta` as the manifest, with the dead bytes counted since the
+    /// last save. On failure `meta` is unchanged and the counts are kept.
     pub(super) fn save_manifest(&self, meta: &mut MetaState) -> Result<()> {
         let dead: Vec<(u64, u64)> = self.dead.lock().drain().collect();
-        for (id, bytes) in dead {
-            if let Some(s) = meta.state.segments.iter_mut().find(|s| s.id == id) {
+        let mut next = meta.state.clone();
+        for &(id, bytes) in &dead {
+            if let Some(s) = next.segments.iter_mut().find(|s| s.id == id) {
                 s.dead_bytes += bytes;
             }
         }
         let epoch = self.fence.as_ref().map_or(0, Fence::epoch);
-        manifest::save_epoch(&self.dir, &meta.state, epoch)?;
+        if let Err(e) = manifest::save_epoch(&self.dir, &next, epoch) {
+            let mut d = self.dead.lock();
+            for (id, bytes) in dead {
+                *d.entry(id).or_default() += bytes;
+            }
+            return Err(e);
+        }
+        meta.state = next;
         // Whatever this switch dropped may be deleted only if no newer
         // owner had claimed the store when it was written (a newer owner
         // reads the manifest after claiming, so it saw this one).
@@ -423,6 +480,21 @@ impl Inner {
             {
                 self.roll(&mut w)?;
             }
+            // Every lookup `apply` needs happens before the journal append:
+            // a failed one (too many open files) fails the write cleanly.
+            let sv = self.current();
+            let need_old = self.has_index.load(Ordering::Relaxed)
+                || prepared.iter().any(|p| !p.terms.is_empty());
+            let mut olds = Vec::with_capacity(prepared.len());
+            for (i, p) in prepared.iter().enumerate() {
+                olds.push(if !need_old {
+                    Old::Unneeded
+                } else if prepared[..i].iter().any(|q| q.key == p.key) {
+                    Old::LookUp
+                } else {
+                    Old::Known(lookup(&sv, &entry::object_key(p.key))?)
+                });
+            }
             let first_seq = w.next_seq;
             let mut buf = std::mem::take(&mut w.buf);
             buf.clear();
@@ -447,6 +519,8 @@ impl Inner {
             }
             let at = match w.seg.append(&buf) {
                 Ok(at) => at,
+                // The failed append was cut off again: nothing happened.
+                Err(e) if e.is_transient() => return Err(e),
                 Err(e) => {
                     self.fail_background(&e);
                     return Err(e);
@@ -457,9 +531,8 @@ impl Inner {
             w.next_seq += prepared.len() as u64;
             w.buf = buf;
             let seg_id = w.seg.id;
-            let sv = self.current();
             let mut off = at;
-            for (i, (p, len)) in prepared.into_iter().zip(lens).enumerate() {
+            for (i, ((p, len), old)) in prepared.into_iter().zip(lens).zip(olds).enumerate() {
                 self.apply(
                     &sv,
                     Applied {
@@ -477,9 +550,15 @@ impl Inner {
                         terms: &p.terms,
                         inline: p.inline,
                     },
+                    old,
                     false,
                 )
-                .inspect_err(|e| self.fail_background(e))?;
+                .map_err(|e| {
+                    // Cannot happen (every lookup was done above), but if
+                    // it did, the journal holds a write the memtable lacks.
+                    self.fail_background(&e);
+                    Error::WriteOutcomeUnknown(Box::new(e))
+                })?;
                 off += len as u64;
             }
             if sv.mems[0].bytes() >= self.opts.memtable_bytes_max {
@@ -488,7 +567,8 @@ impl Inner {
             (w.next_seq - 1, w.written_total)
         };
         if self.opts.durability == Durability::Sync {
-            self.group_sync(end)?;
+            self.group_sync(end)
+                .map_err(|e| Error::WriteOutcomeUnknown(Box::new(e)))?;
             self.durable_seq.fetch_max(last_seq, Ordering::AcqRel);
         }
         // Acknowledge only if no newer owner had claimed the store after the
