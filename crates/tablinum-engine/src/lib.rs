@@ -50,6 +50,6 @@ internal_modules! {
 pub use error::{Error, Result};
 pub use options::{Durability, Options};
 pub use store::{
-    Batch, Head, HeadIter, IndexHit, JournalCompaction, ObjectIter, PutOptions, Shared,
-    SharedOptions, Snapshot, Stats, Store, VerifyReport,
+    Batch, Head, HeadIter, IndexHit, JournalCompaction, ObjectIter, PutOptions, ReadOnlyStore,
+    Shared, SharedOptions, Snapshot, Stats, Store, VerifyReport,
 };

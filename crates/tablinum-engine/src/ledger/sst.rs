@@ -10,7 +10,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::cache::StoreCache;
@@ -242,7 +241,21 @@ pub struct SstReader {
     index: Vec<IndexEntry>,
     bloom: Bloom,
     caches: StoreCache,
-    obsolete: AtomicBool,
+    obsolete: Obsolete,
+}
+
+/// Removes an obsolete table's file once no reader holds it; the owner of
+/// the table decides how (at once, or later while a reservation names it).
+pub type Remover = Arc<dyn Fn(&Path) + Send + Sync>;
+
+/// Whether (and how) a table's file goes when its last reader is dropped.
+#[derive(Default)]
+struct Obsolete(std::sync::OnceLock<Option<Remover>>);
+
+impl std::fmt::Debug for Obsolete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.get().is_some())
+    }
 }
 
 fn read_at(file: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
@@ -379,13 +392,19 @@ impl SstReader {
             index,
             bloom,
             caches,
-            obsolete: AtomicBool::new(false),
+            obsolete: Obsolete::default(),
         })
     }
 
     /// Marks the file for deletion once no one holds this reader.
     pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+        let _ = self.obsolete.0.set(None);
+    }
+
+    /// Marks the file obsolete; once no one holds this reader, `remover`
+    /// is called with its path instead of deleting it directly.
+    pub fn mark_obsolete_with(&self, remover: Remover) {
+        let _ = self.obsolete.0.set(Some(remover));
     }
 
     /// Number of data blocks.
@@ -473,9 +492,14 @@ impl SstReader {
 
 impl Drop for SstReader {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
+        if let Some(remover) = self.obsolete.0.get() {
             self.caches.forget_file(self.meta.id);
-            let _ = std::fs::remove_file(&self.path);
+            match remover {
+                Some(r) => r(&self.path),
+                None => {
+                    let _ = std::fs::remove_file(&self.path);
+                }
+            }
         }
     }
 }

@@ -154,7 +154,7 @@ impl Inner {
             .map(|m| Box::new(MemSource::new(m.clone(), Bound::Unbounded)) as Box<dyn Source>)
             .collect();
         let mut merge = Merge::new(srcs)?;
-        let mut out = TableOutput::new(&self.ledger_dir, self.output_shape(u64::MAX), || {
+        let mut out = TableOutput::new(&self.files.ledger_dir, self.output_shape(u64::MAX), || {
             self.new_file_id()
         });
         let mut shadowed = Vec::new();
@@ -174,9 +174,10 @@ impl Inner {
         }
         let new_reader = match out.finish()?.first() {
             Some(m) => Some(Arc::new(
-                SstReader::open(&self.ledger_dir, m.id, self.caches.clone()).inspect_err(|_| {
-                    let _ = fs::remove_file(sst_path(&self.ledger_dir, m.id));
-                })?,
+                SstReader::open(&self.files.ledger_dir, m.id, self.files.caches.clone())
+                    .inspect_err(|_| {
+                        let _ = fs::remove_file(sst_path(&self.files.ledger_dir, m.id));
+                    })?,
             )),
             None => None,
         };
@@ -281,7 +282,7 @@ impl Inner {
                 srcs.push(Box::new(LevelSource::new(overs.clone(), None)));
                 let mut merge = Merge::new(srcs)?;
                 let mut out = TableOutput::new(
-                    &self.ledger_dir,
+                    &self.files.ledger_dir,
                     self.output_shape(self.opts.sst_target_bytes),
                     || self.new_file_id(),
                 );
@@ -307,12 +308,12 @@ impl Inner {
                 let outputs = out.finish()?;
                 let remove_outputs = || {
                     for m in &outputs {
-                        let _ = fs::remove_file(sst_path(&self.ledger_dir, m.id));
+                        let _ = fs::remove_file(sst_path(&self.files.ledger_dir, m.id));
                     }
                 };
                 let mut readers = Vec::with_capacity(outputs.len());
                 for m in &outputs {
-                    match SstReader::open(&self.ledger_dir, m.id, self.caches.clone()) {
+                    match SstReader::open(&self.files.ledger_dir, m.id, self.files.caches.clone()) {
                         Ok(r) => readers.push(Arc::new(r)),
                         Err(e) => {
                             remove_outputs();
@@ -343,7 +344,7 @@ impl Inner {
                         "table {} still in the manifest when marked obsolete",
                         f.meta.id
                     );
-                    f.mark_obsolete();
+                    f.mark_obsolete_with(self.graveyard.remover());
                 }
                 drop(meta);
                 self.counters.compactions.fetch_add(1, Ordering::Relaxed);

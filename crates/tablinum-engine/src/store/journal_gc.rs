@@ -114,7 +114,7 @@ impl Inner {
         let mut buf = Vec::new();
         for sm in &run_metas {
             report.bytes_before += sm.size;
-            let path = segment::segment_path(&inner.journal_dir, sm.id, sm.kind);
+            let path = segment::segment_path(&inner.files.journal_dir, sm.id, sm.kind);
             segment::scan(
                 &path,
                 sm.id,
@@ -154,7 +154,7 @@ impl Inner {
                         }
                         let id = inner.new_file_id();
                         writer = Some(SegmentWriter::create(
-                            &inner.journal_dir,
+                            &inner.files.journal_dir,
                             id,
                             SegmentKind::Compacted,
                         )?);
@@ -208,7 +208,7 @@ impl Inner {
                 m.size = w.len;
             }
         }
-        manifest::sync_dir(&inner.journal_dir)?;
+        manifest::sync_dir(&inner.files.journal_dir)?;
         report.bytes_after = new_metas.iter().map(|m| m.size).sum();
         // Make the new segments readable before any pointer refers to them
         // (they join the manifest with the flush that carries the edit; a

@@ -48,17 +48,22 @@ use crate::manifest::{ManifestState, SegmentMeta};
 use crate::options::Options;
 
 mod background;
+mod graveyard;
 mod journal_gc;
 mod open;
 mod order;
 mod read;
+mod read_only;
+pub mod reserve;
 mod shared;
 mod write;
 
+use graveyard::Graveyard;
 pub use journal_gc::in_window;
 use order::{Level, Ordered};
 use read::View;
 pub use read::{HeadIter, ObjectIter};
+pub use read_only::ReadOnlyStore;
 use shared::{Jobs, Pool};
 pub use shared::{Shared, SharedOptions, WORKER_THREADS_MAX};
 
@@ -235,23 +240,30 @@ pub struct Stats {
     pub background_retries: u64,
     /// The transient error background work is failing with now, if any.
     pub background_failing: Option<String>,
+    /// Obsolete files whose deletion waits for a reservation to end.
+    pub deletions_deferred: usize,
 }
 
-/// A journal segment readable through the file cache; deleted from disk
-/// when marked obsolete and no longer held.
+/// A journal segment readable through the file cache; deleted (through
+/// the owner's graveyard, which honours reservations) when marked obsolete
+/// and no longer held. A read-only view's segments have no graveyard and
+/// are never marked obsolete.
 #[derive(Debug)]
 struct Segment {
     id: u64,
     path: PathBuf,
     caches: StoreCache,
     obsolete: AtomicBool,
+    graveyard: Option<Arc<Graveyard>>,
 }
 
 impl Drop for Segment {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
             self.caches.forget_file(self.id);
-            let _ = fs::remove_file(&self.path);
+            if let Some(g) = &self.graveyard {
+                g.bury(&self.path);
+            }
             failpoint!("gc.after-delete");
         }
     }
@@ -291,12 +303,21 @@ struct Counters {
     stall_ms: AtomicU64,
 }
 
-struct Inner {
+/// Where a store's files are and how they are read: everything the read
+/// path needs besides a super-version (shared by a writable store and a
+/// read-only view of one).
+struct Files {
     dir: PathBuf,
     journal_dir: PathBuf,
     ledger_dir: PathBuf,
-    opts: Options,
     caches: StoreCache,
+    /// Values fetched per read-ahead batch of an object scan.
+    scan_readahead_values: usize,
+}
+
+struct Inner {
+    files: Arc<Files>,
+    opts: Options,
     writer: Mutex<WriterState>,
     meta: Mutex<MetaState>,
     sv: RwLock<Arc<SuperVersion>>,
@@ -336,6 +357,8 @@ struct Inner {
     pool: Arc<Pool>,
     /// The state of this store's background jobs.
     jobs: Jobs,
+    /// Deletes obsolete files, deferring those a reservation names.
+    graveyard: Arc<Graveyard>,
 }
 
 /// A key/value-separated store in one directory.
@@ -347,7 +370,7 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Store({})", self.inner.dir.display())
+        write!(f, "Store({})", self.inner.files.dir.display())
     }
 }
 
@@ -457,7 +480,8 @@ impl Store {
 
     fn view(&self) -> View<'_> {
         View {
-            inner: &self.inner,
+            files: &self.inner.files,
+            gate: Some(&self.inner),
             sv: self.inner.current(),
         }
     }
@@ -480,29 +504,13 @@ impl Store {
         range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
     ) -> Result<ObjectIter> {
         self.inner.check_closed()?;
-        let v = self.view();
-        let r = v.object_range(range.0, range.1)?;
-        Ok(ObjectIter {
-            inner: self.inner.clone(),
-            sv: v.sv,
-            range: r,
-            ready: Default::default(),
-            exhausted: false,
-            failed: false,
-        })
+        self.view().objects(range.0, range.1)
     }
 
     /// Forward scan of (key, head) in `range`: ledger only, no value reads.
     pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
         self.inner.check_closed()?;
-        let v = self.view();
-        let r = v.object_range(range.0, range.1)?;
-        Ok(HeadIter {
-            inner: self.inner.clone(),
-            sv: v.sv,
-            range: r,
-            failed: false,
-        })
+        self.view().heads(range.0, range.1)
     }
 
     /// Keys whose index `name` holds a term in `terms`, in (term, key) order,
@@ -625,7 +633,7 @@ impl Store {
         }
         let metas = self.inner.lock_meta().state.segments.clone();
         for s in metas.iter().filter(|s| sv.segments.contains_key(&s.id)) {
-            let path = segment::segment_path(&self.inner.journal_dir, s.id, s.kind);
+            let path = segment::segment_path(&self.inner.files.journal_dir, s.id, s.kind);
             segment::scan(&path, s.id, s.kind, false, s.scan_limit(), |_, _, _| {
                 rep.records += 1;
                 Ok(())
@@ -657,6 +665,7 @@ impl Store {
             stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
             background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),
             background_failing: self.inner.jobs.failing.lock().clone(),
+            deletions_deferred: self.inner.graveyard.deferred(),
         }
     }
 
@@ -712,7 +721,7 @@ impl Store {
     /// Bytes the store's files occupy.
     pub fn disk_bytes(&self) -> u64 {
         let mut total = 0;
-        for d in [&self.inner.journal_dir, &self.inner.ledger_dir] {
+        for d in [&self.inner.files.journal_dir, &self.inner.files.ledger_dir] {
             if let Ok(rd) = fs::read_dir(d) {
                 total += rd
                     .flatten()
@@ -802,7 +811,8 @@ impl Inner {
 impl Snapshot {
     fn view(&self) -> View<'_> {
         View {
-            inner: &self.inner,
+            files: &self.inner.files,
+            gate: Some(&self.inner),
             sv: self.sv.clone(),
         }
     }
@@ -823,24 +833,10 @@ impl Snapshot {
         &self,
         range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
     ) -> Result<ObjectIter> {
-        let r = self.view().object_range(range.0, range.1)?;
-        Ok(ObjectIter {
-            inner: self.inner.clone(),
-            sv: self.sv.clone(),
-            range: r,
-            ready: Default::default(),
-            exhausted: false,
-            failed: false,
-        })
+        self.view().objects(range.0, range.1)
     }
     /// Scans (key, head) as of the snapshot.
     pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
-        let r = self.view().object_range(range.0, range.1)?;
-        Ok(HeadIter {
-            inner: self.inner.clone(),
-            sv: self.sv.clone(),
-            range: r,
-            failed: false,
-        })
+        self.view().heads(range.0, range.1)
     }
 }

@@ -25,11 +25,12 @@ use crate::manifest::{self, ManifestState, SegmentMeta};
 use crate::options::{Durability, Options};
 
 use super::background::summaries;
+use super::graveyard::Graveyard;
 use super::shared::Jobs;
 use super::write::{Applied, Old};
 use super::{
-    Counters, Inner, MetaState, Segment, Shared, SharedOptions, Store, SuperVersion, WriterState,
-    JOURNAL_DIR, LEDGER_DIR, LOCK_FILE, REBUILD_MARKER_FILE,
+    Counters, Files, Inner, MetaState, Segment, Shared, SharedOptions, Store, SuperVersion,
+    WriterState, JOURNAL_DIR, LEDGER_DIR, LOCK_FILE, REBUILD_MARKER_FILE,
 };
 
 impl Store {
@@ -191,6 +192,7 @@ impl Store {
             manifest::sync_dir(&dir)?;
         }
 
+        let graveyard = Graveyard::new(&dir);
         // Remove files the manifest does not name (unfinished flushes,
         // compactions, journal compactions, obsolete files of a crash).
         let listed_tables: Vec<u64> = state.levels.iter().flatten().map(|m| m.id).collect();
@@ -216,7 +218,8 @@ impl Store {
                     ext == "sst" && listed_tables.contains(&id)
                 };
                 if !keep {
-                    let _ = fs::remove_file(ent.path());
+                    // A read-only view may still hold it reserved.
+                    graveyard.bury(&ent.path());
                 }
             }
         }
@@ -239,6 +242,7 @@ impl Store {
                     path: segment::segment_path(&journal_dir, s.id, s.kind),
                     caches: caches.clone(),
                     obsolete: AtomicBool::new(false),
+                    graveyard: Some(graveyard.clone()),
                 }),
             );
         }
@@ -270,10 +274,13 @@ impl Store {
         let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {
-            dir: dir.clone(),
-            journal_dir: journal_dir.clone(),
-            ledger_dir,
-            caches,
+            files: Arc::new(Files {
+                dir: dir.clone(),
+                journal_dir: journal_dir.clone(),
+                ledger_dir,
+                caches,
+                scan_readahead_values: opts.scan_readahead_values,
+            }),
             writer: Mutex::new(WriterState {
                 seg,
                 next_seq: persisted_seq + 1,
@@ -304,6 +311,7 @@ impl Store {
             fence,
             pool: shared.pool.clone(),
             jobs: Jobs::default(),
+            graveyard,
         });
         Self::replay(&inner, rebuild)?;
         // Whatever the ledger holds may want compacting.
@@ -338,7 +346,7 @@ impl Store {
                 max_seq = max_seq.max(s.max_seq);
                 continue;
             }
-            let path = segment::segment_path(&inner.journal_dir, s.id, s.kind);
+            let path = segment::segment_path(&inner.files.journal_dir, s.id, s.kind);
             // Only a segment whose end the manifest does not know (it was
             // active at a crash) may have a torn tail.
             let allow_torn = s.max_seq == u64::MAX
@@ -477,14 +485,14 @@ impl Store {
             dead_bytes: 0,
         });
         w.seg.sync()?;
-        manifest::sync_dir(&inner.journal_dir)?;
+        manifest::sync_dir(&inner.files.journal_dir)?;
         inner.save_manifest(&mut meta)?;
         if let Some(f) = &inner.fence {
             // This epoch's manifest now holds everything: older epochs'
             // manifests (and an unfenced `MANIFEST`) are garbage.
-            for e in manifest::epochs(&inner.dir)? {
+            for e in manifest::epochs(&inner.files.dir)? {
                 if e < f.epoch() {
-                    let _ = fs::remove_file(inner.dir.join(manifest::manifest_name(e)));
+                    let _ = fs::remove_file(inner.files.dir.join(manifest::manifest_name(e)));
                 }
             }
         }
@@ -502,9 +510,9 @@ impl Store {
             let mut meta = inner.lock_meta();
             meta.state.persisted_seq = max_seq;
             inner.save_manifest(&mut meta)?;
-            let marker = inner.dir.join(REBUILD_MARKER_FILE);
+            let marker = inner.files.dir.join(REBUILD_MARKER_FILE);
             fs::remove_file(&marker).map_err(|e| Error::io("remove rebuild marker", &marker, e))?;
-            manifest::sync_dir(&inner.dir)?;
+            manifest::sync_dir(&inner.files.dir)?;
         }
         Ok(())
     }

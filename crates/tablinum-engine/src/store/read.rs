@@ -19,7 +19,7 @@ use crate::ledger::merge::{LevelSource, MemSource, Merge, Source, SstSource};
 use crate::options::INDEX_NAME_BYTES_MAX;
 
 use super::write::validate_key;
-use super::{Head, IndexHit, Inner, SuperVersion};
+use super::{Files, Head, IndexHit, Inner, SuperVersion};
 
 pub(super) fn lookup(sv: &SuperVersion, lk: &[u8]) -> Result<Option<Arc<Entry>>> {
     for m in &sv.mems {
@@ -81,7 +81,10 @@ pub(super) fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
 /// hands out no entry whose write is not durable yet: a read that meets
 /// one waits for the group commit that covers it (`Inner::wait_durable`).
 pub(super) struct View<'a> {
-    pub(super) inner: &'a Arc<Inner>,
+    pub(super) files: &'a Arc<Files>,
+    /// The store whose group commit an entry waits for before it is handed
+    /// out (none for a read-only view: published files are durable).
+    pub(super) gate: Option<&'a Arc<Inner>>,
     pub(super) sv: Arc<SuperVersion>,
 }
 
@@ -90,7 +93,9 @@ impl View<'_> {
         validate_key(key)?;
         let e = lookup(&self.sv, &entry::object_key(key))?;
         if let Some(e) = &e {
-            self.inner.wait_durable(e.seq)?;
+            if let Some(g) = self.gate {
+                g.wait_durable(e.seq)?;
+            }
         }
         Ok(e.filter(|e| e.kind == EntryKind::Object))
     }
@@ -114,7 +119,7 @@ impl View<'_> {
             metadata: e.meta.clone(),
             index_terms: record::decode_terms(&e.terms).ok_or_else(|| {
                 Error::corrupt(
-                    &self.inner.ledger_dir,
+                    &self.files.ledger_dir,
                     0,
                     "malformed index terms in ledger entry",
                 )
@@ -128,12 +133,12 @@ impl View<'_> {
         }
         let seg = self.sv.segments.get(&e.loc.segment).ok_or_else(|| {
             Error::corrupt(
-                segment::segment_path(&self.inner.journal_dir, e.loc.segment, SegmentKind::Write),
+                segment::segment_path(&self.files.journal_dir, e.loc.segment, SegmentKind::Write),
                 e.loc.offset,
                 "ledger entry points to a journal segment that is not in the manifest",
             )
         })?;
-        let file = self.inner.caches.file(seg.id, &seg.path)?;
+        let file = self.files.caches.file(seg.id, &seg.path)?;
         let buf = segment::read_record(&file, &seg.path, e.loc.offset, e.loc.len)?;
         let rec =
             record::decode(&buf).map_err(|why| Error::corrupt(&seg.path, e.loc.offset, why))?;
@@ -162,7 +167,31 @@ impl View<'_> {
             merge,
             end,
             done: false,
-            inner: self.inner.clone(),
+            gate: self.gate.cloned(),
+        })
+    }
+
+    /// An iterator over (key, value) of the live objects in a range.
+    pub(super) fn objects(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<ObjectIter> {
+        Ok(ObjectIter {
+            range: self.object_range(start, end)?,
+            files: self.files.clone(),
+            gate: self.gate.cloned(),
+            sv: self.sv.clone(),
+            ready: Default::default(),
+            exhausted: false,
+            failed: false,
+        })
+    }
+
+    /// An iterator over (key, head) of the live objects in a range.
+    pub(super) fn heads(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<HeadIter> {
+        Ok(HeadIter {
+            range: self.object_range(start, end)?,
+            files: self.files.clone(),
+            gate: self.gate.cloned(),
+            sv: self.sv.clone(),
+            failed: false,
         })
     }
 
@@ -259,7 +288,7 @@ impl View<'_> {
                 continue;
             }
             let (term, key) = entry::split_index_key(&k, name_prefix.len())
-                .ok_or_else(|| Error::corrupt(&self.inner.ledger_dir, 0, "malformed index key"))?;
+                .ok_or_else(|| Error::corrupt(&self.files.ledger_dir, 0, "malformed index key"))?;
             out.push(IndexHit {
                 term: return_terms.then_some(term),
                 key,
@@ -287,7 +316,7 @@ pub(super) struct LedgerRange {
     pub(super) end: Option<Vec<u8>>,
     pub(super) done: bool,
     /// Whose durability an entry waits for before it is handed out.
-    pub(super) inner: Arc<Inner>,
+    pub(super) gate: Option<Arc<Inner>>,
 }
 
 impl LedgerRange {
@@ -297,7 +326,9 @@ impl LedgerRange {
         }
         match self.merge.next_with(None)? {
             Some((k, e)) if self.end.as_ref().is_none_or(|end| k < *end) => {
-                self.inner.wait_durable(e.seq)?;
+                if let Some(g) = &self.gate {
+                    g.wait_durable(e.seq)?;
+                }
                 Ok(Some((k, e)))
             }
             _ => {
@@ -334,7 +365,8 @@ impl ObjectRange {
 
 /// Iterator over (key, head) of live objects in a key range.
 pub struct HeadIter {
-    pub(super) inner: Arc<Inner>,
+    pub(super) files: Arc<Files>,
+    pub(super) gate: Option<Arc<Inner>>,
     pub(super) sv: Arc<SuperVersion>,
     pub(super) range: ObjectRange,
     pub(super) failed: bool,
@@ -347,7 +379,8 @@ impl Iterator for HeadIter {
             return None;
         }
         let view = View {
-            inner: &self.inner,
+            files: &self.files,
+            gate: self.gate.as_ref(),
             sv: self.sv.clone(),
         };
         let r = self
@@ -367,7 +400,8 @@ impl Iterator for HeadIter {
 /// Iterator over (key, value) of live objects in a key range. Values are
 /// fetched in batches of `scan_readahead_values`, read in journal order.
 pub struct ObjectIter {
-    pub(super) inner: Arc<Inner>,
+    pub(super) files: Arc<Files>,
+    pub(super) gate: Option<Arc<Inner>>,
     pub(super) sv: Arc<SuperVersion>,
     pub(super) range: ObjectRange,
     pub(super) ready: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
@@ -378,11 +412,12 @@ pub struct ObjectIter {
 impl ObjectIter {
     pub(super) fn refill(&mut self) -> Result<()> {
         let view = View {
-            inner: &self.inner,
+            files: &self.files,
+            gate: self.gate.as_ref(),
             sv: self.sv.clone(),
         };
         let mut batch: Vec<(Vec<u8>, Arc<Entry>)> = Vec::new();
-        while batch.len() < self.inner.opts.scan_readahead_values {
+        while batch.len() < self.files.scan_readahead_values {
             match self.range.next()? {
                 Some(x) => batch.push(x),
                 None => {

@@ -314,7 +314,7 @@ impl Pool {
             }
             let gc_due = s.opts.journal_compaction_hours.is_some()
                 && s.jobs.gc_next_check.lock().is_none_or(|t| now >= t);
-            if !(s.jobs.compact_wanted.load(Ordering::Acquire) || gc_due) {
+            if !(s.jobs.compact_wanted.load(Ordering::Acquire) || gc_due || s.graveyard.due(now)) {
                 continue;
             }
             if !s.jobs.compacting.swap(true, Ordering::AcqRel) {
@@ -343,6 +343,9 @@ impl Pool {
             }
             Job::Compact(s) => {
                 let r = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+                    if s.graveyard.due(Instant::now()) {
+                        s.graveyard.retry();
+                    }
                     if s.compact_once()? {
                         return Ok(());
                     }

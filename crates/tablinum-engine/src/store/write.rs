@@ -258,9 +258,10 @@ impl Inner {
     pub(super) fn segment_handle(&self, id: u64, kind: SegmentKind) -> Arc<Segment> {
         Arc::new(Segment {
             id,
-            path: segment::segment_path(&self.journal_dir, id, kind),
-            caches: self.caches.clone(),
+            path: segment::segment_path(&self.files.journal_dir, id, kind),
+            caches: self.files.caches.clone(),
             obsolete: AtomicBool::new(false),
+            graveyard: Some(self.graveyard.clone()),
         })
     }
 
@@ -304,11 +305,11 @@ impl Inner {
             .fetch_max(w.written_total, Ordering::AcqRel);
         let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
-        let new = SegmentWriter::create(&self.journal_dir, id, SegmentKind::Write)?;
+        let new = SegmentWriter::create(&self.files.journal_dir, id, SegmentKind::Write)?;
         let switched = self.roll_switch(w, &mut meta, new);
         if switched.is_err() {
             let _ = std::fs::remove_file(segment::segment_path(
-                &self.journal_dir,
+                &self.files.journal_dir,
                 id,
                 SegmentKind::Write,
             ));
@@ -326,7 +327,7 @@ impl Inner {
     ) -> Result<()> {
         let id = new.id;
         new.sync()?;
-        manifest::sync_dir(&self.journal_dir)?;
+        manifest::sync_dir(&self.files.journal_dir)?;
         let sync_handle = Arc::new(new.try_clone_file()?);
         failpoint!("roll.after-new-segment");
         let sealed_seq = w.next_seq - 1;
@@ -370,7 +371,7 @@ impl Inner {
             }
         }
         let epoch = self.fence.as_ref().map_or(0, Fence::epoch);
-        if let Err(e) = manifest::save_epoch(&self.dir, &next, epoch) {
+        if let Err(e) = manifest::save_epoch(&self.files.dir, &next, epoch) {
             let mut d = self.dead.lock();
             for (id, bytes) in dead {
                 *d.entry(id).or_default() += bytes;
