@@ -1,11 +1,11 @@
 //! The server side of flow-controlled scans.
 //!
-//! Owns the credit windows of a stream's slots (one slot per tablet scan:
-//! at most `window` unacknowledged batches in flight per slot; each ack
-//! returns credit and may change the window or cancel the slot), the bytes
-//! those batches hold (per stream and, through [`ByteBudget`], per server),
-//! the idle rule (a stream that holds unacknowledged batches and makes no
-//! progress for the ack-wait timeout ends), the cursor that reads one
+//! The credit rules of a stream's slots (one slot per tablet scan: windows,
+//! bytes in flight, cancellation, the idle rule) are the pure
+//! `tablinum_stream::credit` core, which the in-process channel and its
+//! model test run too; this module wraps it for tokio ([`Credits`]: wake-ups,
+//! the ack-wait sleep) and owns the server-wide [`ByteBudget`], the cursor
+//! that reads one
 //! tablet's objects or index entries in batches bounded by rows and bytes,
 //! and [`produce`], the one producer loop behind both `Scan` (one slot) and
 //! `ScanMany` (many slots on one gRPC stream). A stream whose client went
@@ -21,6 +21,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tablinum_engine::{HeadIter, ObjectIter, Store};
 use tablinum_proto::v1::Row;
+use tablinum_stream::credit::{CreditStop, Credits as StreamCredits, Take};
 use tokio::sync::Notify;
 
 /// Bytes of unacknowledged scan batches one server holds at most, across
@@ -65,42 +66,14 @@ impl ByteBudget {
     }
 }
 
-/// Credit of one slot (one tablet scan) of a stream.
-#[derive(Debug, Clone)]
-struct SlotCredit {
-    window: u32,
-    in_flight: u32,
-    cancelled: bool,
-    /// Bytes of each batch sent and not yet acknowledged, oldest first.
-    sizes: VecDeque<usize>,
-}
-
-#[derive(Debug)]
-struct CreditState {
-    slots: Vec<SlotCredit>,
-    /// The client ended the request stream: every slot is cancelled.
-    ended: bool,
-    /// The client broke the protocol; the stream ends with this message.
-    invalid: Option<String>,
-    /// Bytes of all unacknowledged batches of this stream.
-    bytes_in_flight: usize,
-    /// The highest query-wide progress a keepalive reported (rows).
-    progress: u64,
-    /// When the client last made progress: acknowledged a batch, cancelled
-    /// a slot, or reported a higher progress in a keepalive. A message
-    /// that does none of these (an empty ack) does not count.
-    last_progress: tokio::time::Instant,
-}
-
 /// The windows of one stream's slots, shared by the producer and the task
-/// reading acknowledgements.
+/// reading acknowledgements: the pure [`tablinum_stream::credit::Credits`]
+/// (which the in-process channel and its model test run too) behind a
+/// lock, plus the wake-ups and the server-wide byte budget.
 #[derive(Debug)]
 pub struct Credits {
-    st: Mutex<CreditState>,
+    st: Mutex<StreamCredits>,
     notify: Notify,
-    /// Bytes of unacknowledged batches this stream may hold (it may always
-    /// send one batch when it holds none).
-    stream_bytes_max: usize,
     server: Arc<ByteBudget>,
 }
 
@@ -116,51 +89,28 @@ pub enum CreditError {
     Invalid(String),
 }
 
+/// Now, on the clock the credit rules run on (tokio's, so paused-time
+/// tests apply).
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 impl Credits {
     /// One window per slot, batches; at most `stream_bytes_max` bytes of
     /// unacknowledged batches, drawn from the server's `server` budget.
     pub fn new(windows: &[u32], stream_bytes_max: usize, server: Arc<ByteBudget>) -> Arc<Credits> {
         Arc::new(Credits {
-            st: Mutex::new(CreditState {
-                slots: windows
-                    .iter()
-                    .map(|&w| SlotCredit {
-                        window: w.max(1),
-                        in_flight: 0,
-                        cancelled: false,
-                        sizes: VecDeque::new(),
-                    })
-                    .collect(),
-                ended: false,
-                invalid: None,
-                bytes_in_flight: 0,
-                progress: 0,
-                last_progress: tokio::time::Instant::now(),
-            }),
+            st: Mutex::new(StreamCredits::new(windows, stream_bytes_max, now())),
             notify: Notify::new(),
-            stream_bytes_max,
             server,
         })
     }
 
-    /// Whether the byte budgets let slot `i` send another batch now. A
-    /// slot holding no unacknowledged batch always may: a merge needs a
-    /// batch of every slot before it can emit (and acknowledge) anything,
-    /// so a budget spent on other slots must never starve one of its
-    /// first batch. Memory is then at most the budgets plus one batch per
-    /// slot, which the merge needs anyway.
-    fn bytes_allow(&self, st: &CreditState, i: usize) -> bool {
-        st.slots[i].sizes.is_empty()
-            || (!self.server.full() && st.bytes_in_flight < self.stream_bytes_max)
-    }
-
     /// Takes all the credit of every slot in `wanted` that has some,
-    /// waiting until at least one has and the byte budgets allow a batch.
-    /// Gives up with `AckTimeout` when the stream holds unacknowledged
-    /// batches and the client has made no progress for `timeout` (a
-    /// consumer busy with another server's tablets reports its query's
-    /// progress in keepalives). Returns the slots that got credit with the
-    /// batches each may send now.
+    /// waiting until at least one has and the byte budgets allow a batch
+    /// (see [`tablinum_stream::credit`] for the rules, the ack-wait timeout
+    /// among them). Returns the slots that got credit with the batches each
+    /// may send now.
     pub async fn acquire(
         &self,
         wanted: &[usize],
@@ -173,58 +123,24 @@ impl Credits {
             let freed = self.server.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let deadline;
-            {
-                let mut st = self.st.lock();
-                if let Some(m) = &st.invalid {
-                    return Err(CreditError::Invalid(m.clone()));
-                }
-                if st.ended {
-                    return Err(CreditError::Cancelled);
-                }
-                if wanted.iter().all(|&i| st.slots[i].cancelled) {
-                    return Err(CreditError::Cancelled);
-                }
-                let mut got = Vec::new();
-                for &i in wanted {
-                    if !self.bytes_allow(&st, i) {
-                        continue;
-                    }
-                    let c = &mut st.slots[i];
-                    if !c.cancelled && c.in_flight < c.window {
-                        got.push((i, c.window - c.in_flight));
-                        c.in_flight = c.window;
-                    }
-                }
-                if !got.is_empty() {
-                    return Ok(got);
-                }
-                // Only a stream that holds batches can be idle: one that
-                // waits for the server's budget holds nothing.
-                let holding = st.slots.iter().any(|c| c.in_flight > 0);
-                deadline = holding.then_some(st.last_progress + timeout);
-            }
-            let timed_out = match deadline {
-                Some(d) => tokio::select! {
-                    _ = &mut notified => false,
-                    _ = &mut freed => false,
-                    _ = tokio::time::sleep_until(d) => true,
+            let take = self
+                .st
+                .lock()
+                .take(wanted, self.server.full(), timeout, now());
+            match take {
+                Take::Granted(g) => return Ok(g),
+                Take::Stop(CreditStop::Cancelled) => return Err(CreditError::Cancelled),
+                Take::Stop(CreditStop::AckTimeout) => return Err(CreditError::AckTimeout),
+                Take::Stop(CreditStop::Invalid(m)) => return Err(CreditError::Invalid(m)),
+                Take::Wait { deadline: Some(d) } => tokio::select! {
+                    _ = &mut notified => {}
+                    _ = &mut freed => {}
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(d)) => {}
                 },
-                None => {
-                    tokio::select! {
-                        _ = &mut notified => {}
-                        _ = &mut freed => {}
-                    }
-                    false
-                }
-            };
-            if timed_out {
-                let st = self.st.lock();
-                if st.slots.iter().any(|c| c.in_flight > 0)
-                    && st.last_progress + timeout <= tokio::time::Instant::now()
-                {
-                    return Err(CreditError::AckTimeout);
-                }
+                Take::Wait { deadline: None } => tokio::select! {
+                    _ = &mut notified => {}
+                    _ = &mut freed => {}
+                },
             }
         }
     }
@@ -232,23 +148,17 @@ impl Credits {
     /// Whether the byte budgets let slot `i` send one more batch in the
     /// current round.
     pub fn may_send(&self, i: usize) -> bool {
-        let st = self.st.lock();
-        i < st.slots.len() && self.bytes_allow(&st, i)
+        self.st.lock().may_send(i, self.server.full())
     }
 
     /// Gives back `batches` of credit `slot` took but did not use.
     pub fn unspend(&self, slot: usize, batches: u32) {
-        if let Some(c) = self.st.lock().slots.get_mut(slot) {
-            c.in_flight = c.in_flight.saturating_sub(batches);
-        }
+        self.st.lock().unspend(slot, batches);
     }
 
     /// A batch of `bytes` went out for `slot`: it holds them until acked.
     pub fn sent(&self, slot: usize, bytes: usize) {
-        let mut st = self.st.lock();
-        if let Some(c) = st.slots.get_mut(slot) {
-            c.sizes.push_back(bytes);
-            st.bytes_in_flight += bytes;
+        if self.st.lock().sent(slot, bytes) {
             self.server.charge(bytes);
         }
     }
@@ -258,38 +168,8 @@ impl Credits {
     /// over [`tablinum_proto::WINDOW_BATCHES_MAX`] ends the stream with
     /// INVALID_ARGUMENT.
     pub fn ack(&self, slot: usize, batches: u32, window: u32, cancel: bool) {
-        let mut st = self.st.lock();
-        if window > tablinum_proto::WINDOW_BATCHES_MAX {
-            st.invalid = Some(format!(
-                "ack of slot {slot}: window {window} is out of range 1..={}",
-                tablinum_proto::WINDOW_BATCHES_MAX
-            ));
-        } else if let Some(c) = st.slots.get_mut(slot) {
-            let was = c.in_flight;
-            c.in_flight = c.in_flight.saturating_sub(batches);
-            let mut freed = 0;
-            for _ in 0..batches {
-                match c.sizes.pop_front() {
-                    Some(b) => freed += b,
-                    None => break,
-                }
-            }
-            if window > 0 {
-                c.window = window;
-            }
-            let progressed = (batches > 0 && was > 0) || (cancel && !c.cancelled);
-            c.cancelled |= cancel;
-            if c.cancelled {
-                // A cancelled slot's batches will never be acked.
-                freed += c.sizes.drain(..).sum::<usize>();
-            }
-            st.bytes_in_flight -= freed;
-            self.server.refund(freed);
-            if progressed {
-                st.last_progress = tokio::time::Instant::now();
-            }
-        }
-        drop(st);
+        let freed = self.st.lock().ack(slot, batches, window, cancel, now());
+        self.server.refund(freed);
         self.notify.notify_waiters();
     }
 
@@ -297,47 +177,37 @@ impl Credits {
     /// taken from all its sources): a higher value than before counts as
     /// progress, the same value does not.
     pub fn keepalive(&self, progress: u64) {
-        let mut st = self.st.lock();
-        if progress > st.progress {
-            st.progress = progress;
-            st.last_progress = tokio::time::Instant::now();
-        }
-        drop(st);
+        self.st.lock().keepalive(progress, now());
         self.notify.notify_waiters();
     }
 
     /// Whether `slot` was cancelled.
     pub fn cancelled(&self, slot: usize) -> bool {
-        let st = self.st.lock();
-        st.ended || st.slots.get(slot).is_none_or(|c| c.cancelled)
+        self.st.lock().cancelled(slot)
     }
 
     /// Whether the client ended its side while any of `open` (slots not
     /// finished) was still wanted, i.e. not cancelled slot by slot.
     pub fn abandoned(&self, open: &[usize]) -> bool {
-        let st = self.st.lock();
-        st.ended
-            && open
-                .iter()
-                .any(|&i| st.slots.get(i).is_some_and(|c| !c.cancelled))
+        self.st.lock().abandoned(open)
     }
 
     /// The client went away: every slot stops.
     pub fn end(&self) {
-        self.st.lock().ended = true;
+        self.st.lock().end();
         self.notify.notify_waiters();
     }
 
     /// Bytes of this stream's unacknowledged batches.
     pub fn bytes_in_flight(&self) -> usize {
-        self.st.lock().bytes_in_flight
+        self.st.lock().bytes_in_flight()
     }
 }
 
 impl Drop for Credits {
     fn drop(&mut self) {
         // The stream is over: whatever it held goes back to the server.
-        self.server.refund(self.st.get_mut().bytes_in_flight);
+        self.server.refund(self.st.get_mut().bytes_in_flight());
     }
 }
 

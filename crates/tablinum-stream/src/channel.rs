@@ -1,12 +1,15 @@
 //! One tablet's flow-controlled stream: batches of rows from a producer to a
 //! consumer, with at most `window` unacknowledged batches in flight.
 //!
-//! Owns the credit accounting, cancellation and the two timeouts: a producer
-//! waiting for an acknowledgement longer than `ack_wait_timeout` gives up
-//! (the consumer is gone or stuck), and a consumer waiting for a batch
-//! longer than `idle_timeout` gives up (the producer is). The consumer
-//! acknowledges a batch when it has consumed it, so a slow consumer slows
-//! the producer. Never buffers more than `window` batches.
+//! The credit accounting, cancellation and the ack-wait rule are the
+//! [`credit`](crate::credit) core the server's scan streams also run on (a
+//! producer holding unacknowledged batches gives up once the consumer has
+//! made no progress for `ack_wait_timeout`); this module adds the queue
+//! between two threads and the consumer's timeout (a consumer waiting for
+//! a batch longer than `idle_timeout` gives up: the producer is gone or
+//! stuck). The consumer acknowledges a batch when it has consumed it, so a
+//! slow consumer slows the producer. Never buffers more than `window`
+//! batches.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -15,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::credit::{CreditStop, Credits, Take};
 use crate::Row;
 
 /// Default ack-wait timeout of a producer, ms.
@@ -93,11 +97,9 @@ pub struct StreamStats {
 
 #[derive(Debug)]
 struct State {
-    window: u32,
-    in_flight: u32,
+    credits: Credits,
     queue: VecDeque<Vec<Row>>,
     done: bool,
-    cancelled: bool,
     stats: StreamStats,
 }
 
@@ -124,11 +126,9 @@ pub struct Receiver {
 pub fn stream(cfg: StreamConfig) -> (Sender, Receiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            window: cfg.window_batches.max(1),
-            in_flight: 0,
+            credits: Credits::new(&[cfg.window_batches], usize::MAX, Instant::now()),
             queue: VecDeque::new(),
             done: false,
-            cancelled: false,
             stats: StreamStats::default(),
         }),
         cv: Condvar::new(),
@@ -145,22 +145,29 @@ pub fn stream(cfg: StreamConfig) -> (Sender, Receiver) {
 impl Sender {
     /// Sends one batch, waiting while the window is full.
     pub fn send(&self, batch: Vec<Row>) -> Result<(), StreamError> {
-        let deadline = Instant::now() + self.shared.cfg.ack_wait_timeout;
         let mut st = self.shared.state.lock();
         loop {
-            if st.cancelled {
-                return Err(StreamError::Cancelled);
-            }
-            if st.in_flight < st.window {
-                break;
-            }
-            if self.shared.cv.wait_until(&mut st, deadline).timed_out() && st.in_flight >= st.window
-            {
-                return Err(StreamError::AckTimeout);
+            let ack_wait = self.shared.cfg.ack_wait_timeout;
+            match st.credits.take(&[0], false, ack_wait, Instant::now()) {
+                Take::Granted(g) => {
+                    // One batch goes now; the rest of the credit stays.
+                    let n = g.first().map_or(1, |&(_, n)| n);
+                    st.credits.unspend(0, n - 1);
+                    break;
+                }
+                Take::Wait { deadline: Some(d) } => {
+                    self.shared.cv.wait_until(&mut st, d);
+                }
+                Take::Wait { deadline: None } => self.shared.cv.wait(&mut st),
+                Take::Stop(CreditStop::Cancelled) => return Err(StreamError::Cancelled),
+                Take::Stop(CreditStop::AckTimeout) => return Err(StreamError::AckTimeout),
+                Take::Stop(CreditStop::Invalid(_)) => return Err(StreamError::Failed),
             }
         }
-        st.in_flight += 1;
-        st.stats.in_flight_max = st.stats.in_flight_max.max(st.in_flight);
+        let bytes = batch.iter().map(|(k, v)| k.len() + v.len()).sum();
+        st.credits.sent(0, bytes);
+        let in_flight = st.credits.in_flight(0);
+        st.stats.in_flight_max = st.stats.in_flight_max.max(in_flight);
         st.stats.batches_sent += 1;
         st.stats.rows_sent += batch.len() as u64;
         st.queue.push_back(batch);
@@ -225,7 +232,7 @@ impl Receiver {
     /// True when a batch is waiting (a `recv` would not block).
     pub fn ready(&self) -> bool {
         let st = self.shared.state.lock();
-        !st.queue.is_empty() || st.done || st.cancelled
+        !st.queue.is_empty() || st.done || st.credits.cancelled(0)
     }
 
     /// Receives the next batch, waiting up to the idle timeout.
@@ -236,7 +243,7 @@ impl Receiver {
             if let Some(b) = st.queue.pop_front() {
                 return Ok(Received::Batch(b));
             }
-            if st.cancelled {
+            if st.credits.cancelled(0) {
                 return Err(StreamError::Cancelled);
             }
             if st.done {
@@ -253,28 +260,35 @@ impl Receiver {
 
     /// Acknowledges one consumed batch, letting the producer send another.
     pub fn ack(&self) {
-        let mut st = self.shared.state.lock();
-        st.in_flight = st.in_flight.saturating_sub(1);
-        drop(st);
+        self.shared
+            .state
+            .lock()
+            .credits
+            .ack(0, 1, 0, false, Instant::now());
         self.shared.cv.notify_all();
     }
 
     /// Changes the window (takes effect for the producer's next send).
     pub fn set_window(&self, window: u32) {
-        self.shared.state.lock().window = window.clamp(1, crate::window::WINDOW_BATCHES_MAX);
+        let w = window.clamp(1, crate::window::WINDOW_BATCHES_MAX);
+        self.shared
+            .state
+            .lock()
+            .credits
+            .ack(0, 0, w, false, Instant::now());
         self.shared.cv.notify_all();
     }
 
     /// The current window.
     pub fn window(&self) -> u32 {
-        self.shared.state.lock().window
+        self.shared.state.lock().credits.window(0)
     }
 
     /// Cancels the stream; returns the rows that arrived but were never
     /// consumed (thrown away).
     pub fn cancel(&self) -> u64 {
         let mut st = self.shared.state.lock();
-        st.cancelled = true;
+        st.credits.ack(0, 0, 0, true, Instant::now());
         let wasted = st.queue.drain(..).map(|b| b.len() as u64).sum();
         drop(st);
         self.shared.cv.notify_all();

@@ -1,8 +1,11 @@
 //! Flow-controlled streaming of sorted rows from many tablets, and the
 //! coordinator's merge (the stream-limit report, CouchDB's `rexi:stream2`).
 //!
-//! Owns three pieces, transport-independent so the gRPC layer can carry them
+//! Owns four pieces, transport-independent so the gRPC layer can carry them
 //! and tests can run them in one process:
+//! - [`credit`]: the pure credit accounting of a stream (windows, bytes in
+//!   flight, cancellation, the ack-wait rule), clock passed in: the server's
+//!   scan streams and the in-process channel both run on it;
 //! - [`channel`]: one tablet's stream; the producer never has more than the
 //!   window of unacknowledged batches in flight, and the consumer
 //!   acknowledges a batch when it has *consumed* it, not when it arrived;
@@ -16,6 +19,7 @@
 //! It never touches storage or the network.
 
 pub mod channel;
+pub mod credit;
 pub mod merge;
 pub mod window;
 

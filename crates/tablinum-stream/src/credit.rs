@@ -1,0 +1,379 @@
+//! Credit accounting of a flow-controlled stream, as one pure type: the
+//! windows of a stream's slots (one slot per tablet scan), the bytes of its
+//! unacknowledged batches, cancellation, and the ack-wait rule. The time
+//! comes in as an argument, so the same code runs under the server's tokio
+//! tasks, the in-process [`channel`](crate::channel) and tests with a
+//! made-up clock.
+//!
+//! The rules:
+//! - a slot may have at most `window` unacknowledged batches in flight; an
+//!   ack returns credit and may replace the window (1..=
+//!   [`WINDOW_BATCHES_MAX`]; more is a protocol error) or cancel the slot;
+//! - a stream may hold at most `stream_bytes_max` bytes of unacknowledged
+//!   batches (and the caller's server-wide budget may be full), except that
+//!   a slot holding no unacknowledged batch may always send one: a merge
+//!   needs a batch of every slot before it can emit (and acknowledge)
+//!   anything;
+//! - a stream that holds unacknowledged batches gives up (`AckTimeout`)
+//!   once the consumer has made no progress for the ack-wait timeout.
+//!   Progress is an ack of a batch, a cancel, or a keepalive reporting more
+//!   rows consumed than before (a consumer busy with other servers' tablets
+//!   says so); an empty ack is not. A stream holding nothing is never idle.
+//!
+//! Never blocks, never reads a clock, never allocates per batch beyond its
+//! queue of batch sizes.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::window::WINDOW_BATCHES_MAX;
+
+/// Credit of one slot.
+#[derive(Debug, Clone)]
+struct Slot {
+    window: u32,
+    in_flight: u32,
+    cancelled: bool,
+    /// Bytes of each batch sent and not yet acknowledged, oldest first.
+    sizes: VecDeque<usize>,
+}
+
+/// Why a producer must stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreditStop {
+    /// The consumer cancelled every wanted slot, or ended the stream.
+    Cancelled,
+    /// Batches stayed unacknowledged, with no progress, for the ack-wait
+    /// timeout.
+    AckTimeout,
+    /// The consumer sent something the protocol does not allow.
+    Invalid(String),
+}
+
+/// What [`Credits::take`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Take {
+    /// These slots may send this many batches now (their credit is taken:
+    /// give back what goes unused with [`Credits::unspend`]).
+    Granted(Vec<(usize, u32)>),
+    /// No credit: wait for an ack, a keepalive or freed budget, at most
+    /// until `deadline` (then take again: it will time out), or without a
+    /// deadline when the stream holds nothing.
+    Wait {
+        /// When the ack-wait timeout would pass.
+        deadline: Option<Instant>,
+    },
+    /// Stop producing.
+    Stop(CreditStop),
+}
+
+/// The credit state of one stream (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Credits {
+    slots: Vec<Slot>,
+    /// The consumer ended its side: every slot is cancelled.
+    ended: bool,
+    /// The consumer broke the protocol.
+    invalid: Option<String>,
+    bytes_in_flight: usize,
+    stream_bytes_max: usize,
+    /// The highest progress a keepalive reported (rows).
+    progress: u64,
+    last_progress: Instant,
+}
+
+impl Credits {
+    /// One window per slot (batches, at least 1); at most
+    /// `stream_bytes_max` bytes of unacknowledged batches.
+    pub fn new(windows: &[u32], stream_bytes_max: usize, now: Instant) -> Credits {
+        Credits {
+            slots: windows
+                .iter()
+                .map(|&w| Slot {
+                    window: w.clamp(1, WINDOW_BATCHES_MAX),
+                    in_flight: 0,
+                    cancelled: false,
+                    sizes: VecDeque::new(),
+                })
+                .collect(),
+            ended: false,
+            invalid: None,
+            bytes_in_flight: 0,
+            stream_bytes_max,
+            progress: 0,
+            last_progress: now,
+        }
+    }
+
+    fn bytes_allow(&self, i: usize, server_full: bool) -> bool {
+        self.slots[i].sizes.is_empty()
+            || (!server_full && self.bytes_in_flight < self.stream_bytes_max)
+    }
+
+    fn holding(&self) -> bool {
+        self.slots.iter().any(|c| c.in_flight > 0)
+    }
+
+    /// Takes all the credit of every slot in `wanted` that has some and
+    /// that the byte budgets allow (`server_full`: the caller's server-wide
+    /// budget is spent), or says how long to wait, or to stop.
+    pub fn take(
+        &mut self,
+        wanted: &[usize],
+        server_full: bool,
+        ack_wait: Duration,
+        now: Instant,
+    ) -> Take {
+        if let Some(m) = &self.invalid {
+            return Take::Stop(CreditStop::Invalid(m.clone()));
+        }
+        if self.ended
+            || wanted
+                .iter()
+                .all(|&i| self.slots.get(i).is_none_or(|c| c.cancelled))
+        {
+            return Take::Stop(CreditStop::Cancelled);
+        }
+        let mut got = Vec::new();
+        for &i in wanted {
+            if i >= self.slots.len() || !self.bytes_allow(i, server_full) {
+                continue;
+            }
+            let c = &mut self.slots[i];
+            if !c.cancelled && c.in_flight < c.window {
+                got.push((i, c.window - c.in_flight));
+                c.in_flight = c.window;
+            }
+        }
+        if !got.is_empty() {
+            return Take::Granted(got);
+        }
+        if !self.holding() {
+            return Take::Wait { deadline: None };
+        }
+        let deadline = self.last_progress + ack_wait;
+        if deadline <= now {
+            return Take::Stop(CreditStop::AckTimeout);
+        }
+        Take::Wait {
+            deadline: Some(deadline),
+        }
+    }
+
+    /// Whether the byte budgets let slot `i` send one more batch now.
+    pub fn may_send(&self, i: usize, server_full: bool) -> bool {
+        i < self.slots.len() && self.bytes_allow(i, server_full)
+    }
+
+    /// Gives back `batches` of credit `slot` took but did not use.
+    pub fn unspend(&mut self, slot: usize, batches: u32) {
+        if let Some(c) = self.slots.get_mut(slot) {
+            c.in_flight = c.in_flight.saturating_sub(batches);
+        }
+    }
+
+    /// A batch of `bytes` went out for `slot`: it holds them until acked.
+    /// Returns false for an unknown slot (nothing charged).
+    pub fn sent(&mut self, slot: usize, bytes: usize) -> bool {
+        match self.slots.get_mut(slot) {
+            Some(c) => {
+                c.sizes.push_back(bytes);
+                self.bytes_in_flight += bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The consumer consumed `batches` of `slot`; a non-zero `window`
+    /// replaces its window; `cancel` stops it. Unknown slots are ignored; a
+    /// window over [`WINDOW_BATCHES_MAX`] is a protocol error (every later
+    /// `take` stops with it). Returns the bytes freed.
+    pub fn ack(
+        &mut self,
+        slot: usize,
+        batches: u32,
+        window: u32,
+        cancel: bool,
+        now: Instant,
+    ) -> usize {
+        if window > WINDOW_BATCHES_MAX {
+            self.invalid = Some(format!(
+                "ack of slot {slot}: window {window} is out of range 1..={WINDOW_BATCHES_MAX}"
+            ));
+            return 0;
+        }
+        let Some(c) = self.slots.get_mut(slot) else {
+            return 0;
+        };
+        let was = c.in_flight;
+        c.in_flight = c.in_flight.saturating_sub(batches);
+        let mut freed = 0;
+        for _ in 0..batches {
+            match c.sizes.pop_front() {
+                Some(b) => freed += b,
+                None => break,
+            }
+        }
+        if window > 0 {
+            c.window = window;
+        }
+        let progressed = (batches > 0 && was > 0) || (cancel && !c.cancelled);
+        c.cancelled |= cancel;
+        if c.cancelled {
+            // A cancelled slot's batches will never be acknowledged.
+            freed += c.sizes.drain(..).sum::<usize>();
+        }
+        self.bytes_in_flight -= freed;
+        if progressed {
+            self.last_progress = now;
+        }
+        freed
+    }
+
+    /// A keepalive reporting the consumer's `progress` (rows it has taken
+    /// from all its sources): a higher value than before is progress.
+    pub fn keepalive(&mut self, progress: u64, now: Instant) {
+        if progress > self.progress {
+            self.progress = progress;
+            self.last_progress = now;
+        }
+    }
+
+    /// Whether `slot` was cancelled (or the stream ended).
+    pub fn cancelled(&self, slot: usize) -> bool {
+        self.ended || self.slots.get(slot).is_none_or(|c| c.cancelled)
+    }
+
+    /// Whether the consumer ended its side while any of `open` was still
+    /// wanted (not cancelled slot by slot).
+    pub fn abandoned(&self, open: &[usize]) -> bool {
+        self.ended
+            && open
+                .iter()
+                .any(|&i| self.slots.get(i).is_some_and(|c| !c.cancelled))
+    }
+
+    /// The consumer went away: every slot stops.
+    pub fn end(&mut self) {
+        self.ended = true;
+    }
+
+    /// Bytes of this stream's unacknowledged batches.
+    pub fn bytes_in_flight(&self) -> usize {
+        self.bytes_in_flight
+    }
+
+    /// The current window of `slot`.
+    pub fn window(&self, slot: usize) -> u32 {
+        self.slots.get(slot).map_or(0, |c| c.window)
+    }
+
+    /// Unacknowledged batches of `slot`.
+    pub fn in_flight(&self, slot: usize) -> u32 {
+        self.slots.get(slot).map_or(0, |c| c.in_flight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn credit_is_taken_whole_and_returned_by_acks() {
+        let t0 = Instant::now();
+        let mut c = Credits::new(&[3, 2], usize::MAX, t0);
+        assert_eq!(
+            c.take(&[0, 1], false, WAIT, t0),
+            Take::Granted(vec![(0, 3), (1, 2)])
+        );
+        c.unspend(1, 1); // slot 1 sent one batch only
+        assert_eq!(c.in_flight(1), 1);
+        assert_eq!(
+            c.take(&[0, 1], false, WAIT, t0),
+            Take::Granted(vec![(1, 1)])
+        );
+        assert_eq!(
+            c.take(&[0, 1], false, WAIT, t0),
+            Take::Wait {
+                deadline: Some(t0 + WAIT)
+            }
+        );
+        c.ack(0, 2, 0, false, t0);
+        assert_eq!(c.take(&[0], false, WAIT, t0), Take::Granted(vec![(0, 2)]));
+        // A new window takes effect with the next take.
+        c.ack(0, 3, 5, false, t0);
+        assert_eq!(c.take(&[0], false, WAIT, t0), Take::Granted(vec![(0, 5)]));
+    }
+
+    #[test]
+    fn no_progress_for_the_ack_wait_stops_a_stream_that_holds_batches() {
+        let t0 = Instant::now();
+        let mut c = Credits::new(&[1], usize::MAX, t0);
+        // Holding nothing: never idle.
+        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        c.unspend(0, 1);
+        assert_eq!(
+            c.take(&[], false, WAIT, t0 + WAIT * 10),
+            Take::Stop(CreditStop::Cancelled)
+        );
+        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        let t1 = t0 + WAIT / 2;
+        // An empty ack is not progress; a higher keepalive is.
+        c.ack(0, 0, 0, false, t1);
+        c.keepalive(10, t1);
+        assert_eq!(
+            c.take(&[0], false, WAIT, t1 + WAIT / 2),
+            Take::Wait {
+                deadline: Some(t1 + WAIT)
+            }
+        );
+        c.keepalive(10, t1 + WAIT / 2); // the same value: not progress
+        assert_eq!(
+            c.take(&[0], false, WAIT, t1 + WAIT),
+            Take::Stop(CreditStop::AckTimeout)
+        );
+    }
+
+    #[test]
+    fn byte_budgets_never_starve_a_slot_of_its_first_batch() {
+        let t0 = Instant::now();
+        let mut c = Credits::new(&[4, 4], 1_000, t0);
+        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(c.sent(0, 1_500));
+        c.unspend(0, 3);
+        // Over the stream budget: slot 0 waits, slot 1 (holding nothing)
+        // still gets its first batch, even with the server budget spent.
+        assert!(!c.may_send(0, false));
+        assert_eq!(c.take(&[0, 1], true, WAIT, t0), Take::Granted(vec![(1, 4)]));
+        assert_eq!(c.ack(0, 1, 0, false, t0), 1_500);
+        assert_eq!(c.bytes_in_flight(), 0);
+        assert!(c.may_send(0, false));
+    }
+
+    #[test]
+    fn cancel_frees_bytes_and_bad_windows_are_protocol_errors() {
+        let t0 = Instant::now();
+        let mut c = Credits::new(&[2, 2], usize::MAX, t0);
+        assert!(matches!(c.take(&[0, 1], false, WAIT, t0), Take::Granted(_)));
+        c.sent(0, 10);
+        c.sent(0, 20);
+        assert_eq!(c.ack(0, 0, 0, true, t0), 30);
+        assert!(c.cancelled(0) && !c.cancelled(1));
+        assert!(!c.abandoned(&[1]));
+        c.end();
+        assert!(c.abandoned(&[1]) && c.cancelled(1));
+        let mut c = Credits::new(&[2], usize::MAX, t0);
+        c.ack(0, 0, WINDOW_BATCHES_MAX + 1, false, t0);
+        assert!(matches!(
+            c.take(&[0], false, WAIT, t0),
+            Take::Stop(CreditStop::Invalid(m)) if m.contains("out of range")
+        ));
+        // Unknown slots are ignored.
+        let mut c = Credits::new(&[2], usize::MAX, t0);
+        assert_eq!(c.ack(9, 1, 0, true, t0), 0);
+        assert!(!c.sent(9, 1));
+    }
+}
