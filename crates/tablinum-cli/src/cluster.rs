@@ -96,13 +96,21 @@ pub enum TableCommand {
 
 /// Runs `tablinum up`: manager and tablet server in this process until
 /// Ctrl-C or SIGTERM.
-pub fn up(data: PathBuf, listen: String, http: String, tls: bool) -> anyhow::Result<()> {
+pub fn up(
+    data: PathBuf,
+    listen: String,
+    http: String,
+    tls: bool,
+    sservers: usize,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize().unwrap_or(data);
     let token_file = tablinum_server::embedded_admin_token_path(&data);
     let ca = tablinum_server::embedded_ca_path(&data);
     run_roles(
-        move || async move { tablinum_server::start_embedded(&data, &listen, &http, tls).await },
+        move || async move {
+            tablinum_server::start_embedded(&data, &listen, &http, tls, sservers).await
+        },
         move |r| {
             let creds = remember_admin_token(&token_file, &r.grpc.to_string())?;
             let scheme = if tls { "https" } else { "http" };
@@ -110,6 +118,13 @@ pub fn up(data: PathBuf, listen: String, http: String, tls: bool) -> anyhow::Res
             out!("  grpc     {}", r.grpc);
             out!("  status   {scheme}://{}/", r.http);
             out!("  metrics  {scheme}://{}/metrics", r.http);
+            for s in &r.sservers {
+                out!(
+                    "  sserver  {} (status {scheme}://{}/) serves eventual scans",
+                    s.grpc,
+                    s.http
+                );
+            }
             if tls {
                 out!(
                     "  TLS only: clients pass --ca {} (or set TABLINUM_CA)",
@@ -137,6 +152,25 @@ fn remember_admin_token(token_file: &Path, addr: &str) -> anyhow::Result<Option<
     let token = load_token_file(token_file)?;
     tablinum_auth::files::store_credentials(&path, addr, &token)?;
     Ok(Some(path))
+}
+
+/// Runs `tablinum sserver` from a config file's `[sserver]` section.
+pub fn sserver(config: PathBuf) -> anyhow::Result<()> {
+    let cfg = tablinum_server::ConfigFile::load(&config)?;
+    let Some(s) = cfg.sserver else {
+        bail!("config {} has no [sserver] section", config.display());
+    };
+    let group = s.group.clone();
+    run_roles(
+        move || async move { tablinum_server::start_sserver(s).await },
+        move |r| {
+            out!("tablinum sserver: ready (group {group})");
+            out!("  grpc     {}", r.grpc);
+            out!("  status   http://{}/", r.http);
+            out!("  metrics  http://{}/metrics", r.http);
+            Ok(())
+        },
+    )
 }
 
 /// Runs `tablinum manager` / `tablinum tserver` from a config file.
@@ -200,6 +234,13 @@ where
 }
 
 fn connect(c: &ClusterArg) -> anyhow::Result<Client> {
+    connect_with(c, None)
+}
+
+fn connect_with(
+    c: &ClusterArg,
+    dispatcher: Option<std::sync::Arc<tablinum_client::Profiles>>,
+) -> anyhow::Result<Client> {
     let addr = c.cluster.as_str();
     let tls = match &c.ca {
         Some(ca) => Some(tablinum_client::ClientTls::from_files(ca, None)?),
@@ -207,6 +248,7 @@ fn connect(c: &ClusterArg) -> anyhow::Result<Client> {
     };
     let cfg = ClientConfig {
         tls,
+        dispatcher,
         ..ClientConfig::with_credential(c.credential()?)
     };
     Client::connect_with(addr, cfg).map_err(|e| {
@@ -391,11 +433,44 @@ pub struct ScanArgs {
     /// Print the query's counters (rows sent, wasted, waits) to stderr.
     #[arg(long)]
     pub stats: bool,
+    /// `immediate` (tablet servers: every acknowledged write) or
+    /// `eventual` (scan servers: what tablet servers last flushed).
+    #[arg(long, default_value = "immediate", value_parser = ["immediate", "eventual"])]
+    pub consistency: String,
+    /// Eventual scans: a busy timeout for every attempt instead of the
+    /// profile's, ms (1..=3600000).
+    #[arg(long)]
+    pub busy_timeout_ms: Option<u64>,
+    /// Eventual scans: the dispatcher profile (default: the file's, or the
+    /// built-in default).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Eventual scans: a TOML file of dispatcher profiles (see
+    /// docs/dispatcher.md).
+    #[arg(long)]
+    pub dispatcher: Option<PathBuf>,
 }
 
 /// `tablinum scan ...`.
 pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
-    let c = connect(cluster)?;
+    let eventual = a.consistency == "eventual";
+    if !eventual && (a.busy_timeout_ms.is_some() || a.profile.is_some() || a.dispatcher.is_some()) {
+        bail!("--busy-timeout-ms, --profile and --dispatcher apply to --consistency eventual only");
+    }
+    let dispatcher = match &a.dispatcher {
+        Some(f) => Some(std::sync::Arc::new(
+            tablinum_client::Profiles::load(f)
+                .with_context(|| format!("--dispatcher {}", f.display()))?,
+        )),
+        None => None,
+    };
+    let c = connect_with(cluster, dispatcher)?;
+    if eventual {
+        // Check the profile before any tablet is touched.
+        c.as_async()
+            .profile(a.profile.as_deref())
+            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+    }
     let q = Query {
         table: a.table,
         start: a.start.into_bytes(),
@@ -406,6 +481,14 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
         stream_limit: a.stream_limit,
         batch_rows: 0,
         keys_only: a.keys_only,
+        consistency: if eventual {
+            tablinum_client::Consistency::Eventual {
+                profile: a.profile.clone(),
+                busy_timeout_ms: a.busy_timeout_ms,
+            }
+        } else {
+            tablinum_client::Consistency::Immediate
+        },
     };
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut err = None;
@@ -442,6 +525,12 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
             stats.waits,
             stats.tablets
         );
+        if eventual {
+            eprintln!(
+                "attempts {} busy {} served by plan {:?} by tablet servers {}",
+                stats.attempts, stats.busy_answers, stats.served_by_plan, stats.served_by_tserver
+            );
+        }
     }
     Ok(())
 }
@@ -465,6 +554,21 @@ pub fn status(cluster: &ClusterArg) -> anyhow::Result<()> {
         out!("  {}\ttablets={}", t.name, t.tablets);
     }
     out!("unassigned tablets: {}", s.tablets_unassigned);
+    out!("live scan servers: {}", s.scan_servers.len());
+    for sv in &s.scan_servers {
+        out!(
+            "  {}	{}	group={}	queue={}	running={}	busy={}	batches={}	last heartbeat {} ms ago	http://{}/",
+            sv.id,
+            sv.address,
+            sv.group,
+            sv.queue_depth,
+            sv.scans_running,
+            sv.busy_total,
+            sv.batches_total,
+            sv.last_heartbeat_ms,
+            sv.http
+        );
+    }
     Ok(())
 }
 

@@ -37,6 +37,9 @@ enum Command {
         /// `--ca DIR/tls/ca.pem`).
         #[arg(long)]
         tls: bool,
+        /// Scan servers to start in the process (eventual reads).
+        #[arg(long, default_value_t = 1)]
+        sservers: usize,
     },
     /// Run the manager from a config file's [manager] section.
     Manager {
@@ -46,6 +49,13 @@ enum Command {
     },
     /// Run a tablet server from a config file's [tserver] section.
     Tserver {
+        /// TOML config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a scan server (eventual reads; stateless) from a config file's
+    /// [sserver] section.
+    Sserver {
         /// TOML config file.
         #[arg(long)]
         config: PathBuf,
@@ -271,9 +281,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             http,
             tls,
-        } => cluster::up(data, listen, http, tls)?,
+            sservers,
+        } => cluster::up(data, listen, http, tls, sservers)?,
         Command::Manager { config } => cluster::role(config, true)?,
         Command::Tserver { config } => cluster::role(config, false)?,
+        Command::Sserver { config } => cluster::sserver(config)?,
         Command::Table { cluster, cmd } => cluster::table(&cluster, cmd)?,
         Command::Token { cluster, cmd } => cluster::token(&cluster, cmd)?,
         Command::Put {

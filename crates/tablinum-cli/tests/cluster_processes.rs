@@ -411,6 +411,38 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     }
     let (ok, out, _) = cli(&home, &addr, &["scan", "demo", "--keys-only"]);
     assert!(ok && out == "a\nb\nzz\n", "{out}");
+    // `up` runs a scan server: once flushed, eventual scans see the rows.
+    let (ok, out, err) = cli(&home, &addr, &["flush", "demo"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = cli(
+        &home,
+        &addr,
+        &[
+            "scan",
+            "demo",
+            "--keys-only",
+            "--consistency",
+            "eventual",
+            "--stats",
+        ],
+    );
+    assert!(ok && out == "a\nb\nzz\n", "{out}{err}");
+    assert!(err.contains("served by plan"), "{err}");
+    let (ok, out, err) = cli(&home, &addr, &["status"]);
+    assert!(ok && out.contains("live scan servers: 1"), "{out}{err}");
+    let (ok, _, err) = cli(
+        &home,
+        &addr,
+        &[
+            "scan",
+            "demo",
+            "--consistency",
+            "eventual",
+            "--profile",
+            "nope",
+        ],
+    );
+    assert!(!ok && err.contains("nope"), "{err}");
     // The status page and metrics of the embedded cluster.
     let metrics_req = format!(
         "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
@@ -599,6 +631,7 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
             table: "p".into(),
             key: key.clone().into_bytes(),
             table_id: 0,
+            tablet_id: 0,
         })
         .await
     });

@@ -95,6 +95,15 @@ pub(crate) fn not_applied(s: &Status) -> bool {
 
 /// How a tablet server's own UNAVAILABLE answers begin (opening, closed).
 pub const SERVER_UNAVAILABLE_PREFIX: &str = "tablet unavailable";
+/// How a scan server's busy answers (RESOURCE_EXHAUSTED) begin: a batch
+/// waited longer than the scan's busy timeout; no work was done.
+pub const SCAN_SERVER_BUSY_PREFIX: &str = "scan server busy";
+
+/// Whether a status is a scan server's busy answer.
+pub fn is_busy(s: &Status) -> bool {
+    s.code() == Code::ResourceExhausted && s.message().starts_with(SCAN_SERVER_BUSY_PREFIX)
+}
+
 /// tonic's message for a connection that could not be made.
 const CONNECT_FAILED_MESSAGE: &str = "tcp connect error";
 

@@ -13,6 +13,7 @@
 
 pub mod coordinator;
 mod error;
+mod eventual;
 pub mod sortkey;
 mod types;
 
@@ -35,13 +36,14 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
-pub use error::{Error, Result, SERVER_UNAVAILABLE_PREFIX};
+pub use error::{is_busy, Error, Result, SCAN_SERVER_BUSY_PREFIX, SERVER_UNAVAILABLE_PREFIX};
 pub use tablinum_auth::{Credential, Role};
 
 /// A connection that adds the caller's credential to every call.
 pub type Transport = InterceptedService<Channel, tablinum_auth::Bearer>;
+pub use tablinum_dispatch::{Profile, Profiles};
 pub use types::{
-    ClusterStatus, Durability, Head, IndexTerm, Mutation, ServerStatus, Table, Tablet,
+    ClusterStatus, Durability, Head, IndexTerm, Mutation, ScanServer, ServerStatus, Table, Tablet,
 };
 
 /// The embedded cluster's default gRPC address (`tablinum up`).
@@ -106,6 +108,8 @@ pub struct ClientConfig {
     pub credential: Option<Credential>,
     /// TLS to every server (none: plaintext HTTP/2).
     pub tls: Option<ClientTls>,
+    /// Dispatcher profiles of eventual reads (none: the built-in ones).
+    pub dispatcher: Option<Arc<Profiles>>,
 }
 
 /// How a client speaks TLS: the CA that signed the servers' certificates
@@ -157,6 +161,7 @@ impl Default for ClientConfig {
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS_DEFAULT),
             credential: None,
             tls: None,
+            dispatcher: None,
         }
     }
 }
@@ -245,6 +250,27 @@ pub struct Query {
     pub batch_rows: u32,
     /// Return keys (and terms) without values.
     pub keys_only: bool,
+    /// Where the tablets are read (default: immediate, on their tablet
+    /// servers).
+    pub consistency: Consistency,
+}
+
+/// Where a query reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Consistency {
+    /// On each tablet's tablet server: every acknowledged write.
+    #[default]
+    Immediate,
+    /// On scan servers chosen by a dispatcher profile: the files tablet
+    /// servers last flushed (unflushed writes are not seen; see
+    /// ARCHITECTURE.md for the staleness bound). Object queries only.
+    Eventual {
+        /// The dispatcher profile (none: the default one).
+        profile: Option<String>,
+        /// The first attempt's busy timeout instead of the profile's, ms;
+        /// later attempts escalate from it by the profile's multiplier.
+        busy_timeout_ms: Option<u64>,
+    },
 }
 
 impl Query {
@@ -260,6 +286,7 @@ impl Query {
             stream_limit: WindowMode::Adaptive,
             batch_rows: 0,
             keys_only: false,
+            consistency: Consistency::Immediate,
         }
     }
 }
@@ -295,6 +322,17 @@ pub struct QueryStats {
     pub stalls: u64,
     /// Attempts after retryable failures.
     pub retries: u32,
+    /// Eventual queries: tablet scan attempts made (one per tablet when
+    /// nothing was busy or failed).
+    pub attempts: u64,
+    /// Eventual queries: busy answers from scan servers.
+    pub busy_answers: u64,
+    /// Eventual queries: tablets whose scan finished on each attempt plan
+    /// of the profile (index = plan).
+    pub served_by_plan: Vec<u64>,
+    /// Eventual queries: tablets read from their tablet server (no scan
+    /// server, and the profile falls back).
+    pub served_by_tserver: u64,
 }
 
 /// Exponential backoff with full jitter, bounded by a deadline.
@@ -375,6 +413,10 @@ struct Inner {
     tables: Mutex<HashMap<String, Arc<Locations>>>,
     /// Learned adaptive start window per table.
     hints: Mutex<HashMap<String, u32>>,
+    /// Live scan servers (every group) and when they were listed.
+    scan_servers: tokio::sync::Mutex<Option<(Instant, Vec<v1::ScanServerStatus>)>>,
+    /// First-plan busy history per tablet (the dispatcher's heat).
+    heat: Mutex<HashMap<Vec<u8>, tablinum_dispatch::select::FirstPlanHeat>>,
     cfg: ClientConfig,
 }
 
@@ -414,6 +456,8 @@ impl AsyncClient {
                 channels: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
                 hints: Mutex::new(HashMap::new()),
+                scan_servers: tokio::sync::Mutex::new(None),
+                heat: Mutex::new(HashMap::new()),
                 cfg,
             }),
         }
@@ -542,6 +586,82 @@ impl AsyncClient {
             .await?
             .into_inner()
             .into())
+    }
+
+    /// Live scan servers of `group` (every group when empty).
+    pub async fn scan_servers(&self, group: &str) -> Result<Vec<ScanServer>> {
+        let r = self
+            .manager()
+            .list_scan_servers(v1::ListScanServersRequest {
+                group: group.to_string(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.scan_servers.into_iter().map(Into::into).collect())
+    }
+
+    /// The live scan servers as the dispatcher takes them, listed again
+    /// when older than `SCAN_SERVERS_TTL_MS` or when `refresh`.
+    pub(crate) async fn scan_server_snapshot(
+        &self,
+        _group: &str,
+        refresh: bool,
+    ) -> Result<tablinum_dispatch::select::ServerSnapshot> {
+        let mut cached = self.inner.scan_servers.lock().await;
+        let fresh = cached.as_ref().is_some_and(|(at, _)| {
+            at.elapsed() < Duration::from_millis(eventual::SCAN_SERVERS_TTL_MS)
+        });
+        if refresh || !fresh {
+            let r = self
+                .manager()
+                .list_scan_servers(v1::ListScanServersRequest {
+                    group: String::new(),
+                })
+                .await?
+                .into_inner();
+            *cached = Some((Instant::now(), r.scan_servers));
+        }
+        Ok(eventual::snapshot(
+            cached.as_ref().map_or(&[][..], |(_, v)| v.as_slice()),
+        ))
+    }
+
+    pub(crate) fn heat(&self, tablet: &[u8]) -> tablinum_dispatch::select::FirstPlanHeat {
+        self.inner
+            .heat
+            .lock()
+            .get(tablet)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn record_heat(&self, tablet: &[u8], busy: bool) {
+        self.inner
+            .heat
+            .lock()
+            .entry(tablet.to_vec())
+            .or_default()
+            .record(busy);
+    }
+
+    /// The dispatcher profile `name` (none: the default) of this client's
+    /// profiles.
+    pub fn profile(&self, name: Option<&str>) -> Result<Arc<Profile>> {
+        let builtin;
+        let profiles = match &self.inner.cfg.dispatcher {
+            Some(p) => p.as_ref(),
+            None => {
+                builtin = Profiles::builtin();
+                &builtin
+            }
+        };
+        let p = match name {
+            Some(n) => profiles
+                .get(n)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+            None => profiles.default_profile(),
+        };
+        Ok(Arc::new(p.clone()))
     }
 
     /// The table's tablets, from the cache unless `refresh`.
@@ -714,6 +834,7 @@ impl AsyncClient {
                 table: table.to_string(),
                 key: key.to_vec(),
                 table_id,
+                tablet_id: 0,
             };
             call(c, req)
         })
@@ -853,9 +974,54 @@ impl AsyncClient {
             hint,
         );
         let handle = tokio::runtime::Handle::current();
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counters = Arc::new(eventual::EventualCounters::default());
+        let mut sources: Vec<Source> = Vec::with_capacity(tablets.len());
+        if let Consistency::Eventual {
+            profile,
+            busy_timeout_ms,
+        } = &q.consistency
+        {
+            // One stream per tablet, each on the scan server the
+            // dispatcher picks for it (re-dispatched on busy or failure).
+            let profile = self
+                .profile(profile.as_deref())
+                .map_err(QueryFailure::Client)?;
+            for t in &tablets {
+                let template = v1::ScanStart {
+                    table: q.table.clone(),
+                    tablet_id: t.id,
+                    start: q.start.clone(),
+                    end: q.end.clone(),
+                    index: Vec::new(),
+                    limit: if q.limit == 0 { 0 } else { need },
+                    window,
+                    batch_rows,
+                    keys_only: q.keys_only,
+                    table_id: loc.table.id,
+                    busy_timeout_ms: 0,
+                };
+                sources.push(Source::Eventual(Box::new(eventual::EventualSource::new(
+                    self.clone(),
+                    handle.clone(),
+                    eventual::Plan {
+                        template,
+                        tserver: t.server.clone(),
+                        profile: profile.clone(),
+                        busy_timeout_ms: *busy_timeout_ms,
+                        idle: self.inner.cfg.idle_timeout,
+                        progress: progress.clone(),
+                        counters: counters.clone(),
+                    },
+                ))));
+            }
+        }
         // One stream per server carrying all of its tablets' scans.
         let mut by_server: Vec<(&str, Vec<v1::ScanStart>)> = Vec::new();
-        for t in &tablets {
+        for t in tablets
+            .iter()
+            .filter(|_| q.consistency == Consistency::Immediate)
+        {
             let start = v1::ScanStart {
                 table: q.table.clone(),
                 tablet_id: t.id,
@@ -867,24 +1033,27 @@ impl AsyncClient {
                 batch_rows,
                 keys_only: q.keys_only,
                 table_id: loc.table.id,
+                busy_timeout_ms: 0,
             };
             match by_server.iter_mut().find(|(s, _)| *s == t.server.as_str()) {
                 Some((_, v)) => v.push(start),
                 None => by_server.push((t.server.as_str(), vec![start])),
             }
         }
-        let mut sources = Vec::with_capacity(tablets.len());
-        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         for (server, starts) in by_server {
             let ch = self.transport(server).map_err(QueryFailure::Client)?;
-            sources.extend(coordinator::open_many(
-                &handle,
-                ch,
-                starts,
-                q.index.is_some(),
-                self.inner.cfg.idle_timeout,
-                progress.clone(),
-            ));
+            sources.extend(
+                coordinator::open_many(
+                    &handle,
+                    ch,
+                    starts,
+                    q.index.is_some(),
+                    self.inner.cfg.idle_timeout,
+                    progress.clone(),
+                )
+                .into_iter()
+                .map(Source::Grpc),
+            );
         }
         let mq = MergeQuery {
             skip: q.skip,
@@ -922,20 +1091,14 @@ impl AsyncClient {
                 // them, so the rows still in flight are counted as sent and
                 // wasted (bounded by the windows), and no stream outlives
                 // its query.
-                let pumps: Vec<_> = sources
-                    .iter()
-                    .filter_map(|s| s.pump.lock().take())
-                    .collect();
+                let pumps: Vec<_> = sources.iter().flat_map(Source::take_pumps).collect();
                 let _ = tokio::time::timeout(self.inner.cfg.idle_timeout, async {
                     for p in pumps {
                         let _ = p.await;
                     }
                 })
                 .await;
-                let rows_sent: u64 = sources
-                    .iter()
-                    .map(|s| s.rows_received.load(Ordering::Relaxed))
-                    .sum();
+                let rows_sent: u64 = sources.iter().map(Source::rows_received).sum();
                 let rows_wasted = rows_sent.saturating_sub(m.rows_returned + m.rows_skipped);
                 if bad_row {
                     return Err(QueryFailure::Client(Error::Server(
@@ -958,10 +1121,18 @@ impl AsyncClient {
                     waits: m.waits,
                     stalls: m.stalls,
                     retries: 0,
+                    attempts: counters.attempts.load(Ordering::Relaxed),
+                    busy_answers: counters.busy.load(Ordering::Relaxed),
+                    served_by_plan: counters
+                        .served_by_plan
+                        .lock()
+                        .map(|v| v.clone())
+                        .unwrap_or_default(),
+                    served_by_tserver: counters.served_by_tserver.load(Ordering::Relaxed),
                 })
             }
             Err(e) => {
-                let failure = sources.iter().find_map(|s| s.failure.lock().take());
+                let failure = sources.iter().find_map(Source::take_failure);
                 Err(QueryFailure::Status(failure.unwrap_or_else(|| match e {
                     tablinum_stream::channel::StreamError::IdleTimeout => {
                         Status::deadline_exceeded(format!(
@@ -972,6 +1143,86 @@ impl AsyncClient {
                     other => Status::unavailable(other.to_string()),
                 })))
             }
+        }
+    }
+}
+
+/// One tablet's stream in a query: a slot of a server's `ScanMany`
+/// (immediate), or a dispatched, resumable eventual scan.
+enum Source {
+    Grpc(coordinator::GrpcSource),
+    Eventual(Box<eventual::EventualSource>),
+}
+
+impl Source {
+    fn rows_received(&self) -> u64 {
+        match self {
+            Source::Grpc(s) => s.rows_received.load(Ordering::Relaxed),
+            Source::Eventual(s) => s.rows_received(),
+        }
+    }
+
+    fn take_failure(&self) -> Option<Status> {
+        match self {
+            Source::Grpc(s) => s.failure.lock().take(),
+            Source::Eventual(s) => s.failure.lock().take(),
+        }
+    }
+
+    fn take_pumps(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        match self {
+            Source::Grpc(s) => s.pump.lock().take().into_iter().collect(),
+            Source::Eventual(s) => std::mem::take(&mut *s.pumps.lock()),
+        }
+    }
+}
+
+impl tablinum_stream::merge::BatchSource for Source {
+    fn ready(&self) -> bool {
+        match self {
+            Source::Grpc(s) => s.ready(),
+            Source::Eventual(s) => s.ready(),
+        }
+    }
+    fn recv(
+        &self,
+    ) -> std::result::Result<
+        tablinum_stream::channel::Received,
+        tablinum_stream::channel::StreamError,
+    > {
+        match self {
+            Source::Grpc(s) => s.recv(),
+            Source::Eventual(s) => s.recv(),
+        }
+    }
+    fn ack(&self) {
+        match self {
+            Source::Grpc(s) => s.ack(),
+            Source::Eventual(s) => s.ack(),
+        }
+    }
+    fn set_window(&self, window: u32) {
+        match self {
+            Source::Grpc(s) => s.set_window(window),
+            Source::Eventual(s) => s.set_window(window),
+        }
+    }
+    fn window(&self) -> u32 {
+        match self {
+            Source::Grpc(s) => s.window(),
+            Source::Eventual(s) => s.window(),
+        }
+    }
+    fn cancel(&self) -> u64 {
+        match self {
+            Source::Grpc(s) => s.cancel(),
+            Source::Eventual(s) => s.cancel(),
+        }
+    }
+    fn next_hint(&self) -> Option<Vec<u8>> {
+        match self {
+            Source::Grpc(s) => s.next_hint(),
+            Source::Eventual(s) => s.next_hint(),
         }
     }
 }
@@ -1017,6 +1268,23 @@ fn check_query(q: &Query) -> Result<()> {
                 tablinum_proto::WINDOW_BATCHES_MAX
             )));
         }
+    }
+    if let Consistency::Eventual {
+        busy_timeout_ms: Some(ms),
+        ..
+    } = &q.consistency
+    {
+        if *ms == 0 || *ms > u64::from(tablinum_proto::BUSY_TIMEOUT_MS_MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "busy timeout {ms} ms is out of range 1..={} ms",
+                tablinum_proto::BUSY_TIMEOUT_MS_MAX
+            )));
+        }
+    }
+    if q.index.is_some() && q.consistency != Consistency::Immediate {
+        return Err(Error::InvalidArgument(
+            "eventual queries read objects only: scan an index with immediate consistency".into(),
+        ));
     }
     if q.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
         return Err(Error::InvalidArgument(format!(

@@ -191,6 +191,47 @@ pub struct ClusterStatus {
     pub tables: Vec<Table>,
     /// Tablets without a live server.
     pub tablets_unassigned: u32,
+    /// Live scan servers.
+    pub scan_servers: Vec<ScanServer>,
+}
+
+/// A live scan server, as the manager last heard from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanServer {
+    /// Its id.
+    pub id: String,
+    /// gRPC address.
+    pub address: String,
+    /// HTTP address.
+    pub http: String,
+    /// Its group.
+    pub group: String,
+    /// Milliseconds since its last heartbeat.
+    pub last_heartbeat_ms: u64,
+    /// Batches running on its scan threads, and queued, at that heartbeat.
+    pub scans_running: u32,
+    /// Batches waiting for a scan thread.
+    pub queue_depth: u32,
+    /// Batches run since it started.
+    pub batches_total: u64,
+    /// Batches answered busy since it started.
+    pub busy_total: u64,
+}
+
+impl From<v1::ScanServerStatus> for ScanServer {
+    fn from(s: v1::ScanServerStatus) -> Self {
+        ScanServer {
+            id: s.id,
+            address: s.address,
+            http: s.http,
+            group: s.group,
+            last_heartbeat_ms: s.last_heartbeat_ms,
+            scans_running: s.scans_running,
+            queue_depth: s.queue_depth,
+            batches_total: s.batches_total,
+            busy_total: s.busy_total,
+        }
+    }
 }
 
 impl From<v1::ClusterStatusResponse> for ClusterStatus {
@@ -211,6 +252,7 @@ impl From<v1::ClusterStatusResponse> for ClusterStatus {
                 .collect(),
             tables: r.tables.into_iter().map(Into::into).collect(),
             tablets_unassigned: r.tablets_unassigned,
+            scan_servers: r.scan_servers.into_iter().map(Into::into).collect(),
         }
     }
 }

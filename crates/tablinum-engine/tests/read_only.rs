@@ -172,7 +172,10 @@ fn an_expired_reservation_protects_nothing() {
         .is_empty()
     {}
     assert_eq!(store.stats().deletions_deferred, 0);
-    let left: Vec<_> = files.iter().filter(|f| dir.path().join(f).exists()).collect();
+    let left: Vec<_> = files
+        .iter()
+        .filter(|f| dir.path().join(f).exists())
+        .collect();
     assert!(left.len() < files.len(), "{files:?} {:?}", store.stats());
 }
 

@@ -55,6 +55,18 @@ pub fn check_server_id(id: &str) -> Result<(), String> {
     })
 }
 
+/// Longest scan-server group name, bytes.
+pub const GROUP_BYTES_MAX: usize = 64;
+/// Longest busy timeout of a scan, ms (one hour).
+pub const BUSY_TIMEOUT_MS_MAX: u32 = 3_600_000;
+
+/// Checks a scan-server group: 1..=64 bytes of `[A-Za-z0-9_.-]`.
+pub fn check_group(group: &str) -> Result<(), String> {
+    check_chars("group", group, 1, GROUP_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+    })
+}
+
 /// Checks an address a server announces: `host:port`, at most 256 bytes,
 /// host of `[A-Za-z0-9.-]` or a bracketed IPv6 literal, port 1..=65535.
 pub fn check_address(what: &str, addr: &str) -> Result<(), String> {

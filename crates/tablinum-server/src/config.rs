@@ -77,6 +77,8 @@ const _: () = {
 
 /// Memtable of one tablet: frozen and flushed at this size, MiB.
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
+/// A tablet's oldest unflushed write is flushed once this old, ms.
+pub const FLUSH_MAX_AGE_MS_DEFAULT: u64 = 5_000;
 /// Background threads (flushes, compactions) of a server, all tablets.
 pub const BACKGROUND_THREADS_DEFAULT: usize = 2;
 /// Block cache of a server, all tablets, MiB.
@@ -242,6 +244,23 @@ impl ManagerConfig {
     }
 }
 
+/// Checks a server's default window and rows per batch.
+fn check_scan_defaults(stream_limit: u32, batch_rows: u32) -> Result<(), String> {
+    if !(1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&stream_limit) {
+        return Err(format!(
+            "stream_limit {stream_limit} is out of range 1..={}",
+            tablinum_proto::WINDOW_BATCHES_MAX
+        ));
+    }
+    if !(1..=tablinum_proto::BATCH_ROWS_MAX).contains(&batch_rows) {
+        return Err(format!(
+            "batch_rows {batch_rows} is out of range 1..={}",
+            tablinum_proto::BATCH_ROWS_MAX
+        ));
+    }
+    Ok(())
+}
+
 /// A tablet server's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -276,6 +295,9 @@ pub struct TserverConfig {
     pub scan_bytes_in_flight_max: u64,
     /// Memtable of each tablet: frozen and flushed at this size, MiB.
     pub tablet_memtable_mib: u64,
+    /// A tablet whose oldest unflushed write is older than this is flushed,
+    /// ms: what bounds how stale scan servers' eventual reads can be.
+    pub flush_max_age_ms: u64,
     /// Background threads running every tablet's flushes and compactions.
     pub background_threads: usize,
     /// Block cache shared by every tablet, MiB.
@@ -319,6 +341,7 @@ impl Default for TserverConfig {
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
+            flush_max_age_ms: FLUSH_MAX_AGE_MS_DEFAULT,
             background_threads: BACKGROUND_THREADS_DEFAULT,
             block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
             open_files_max: OPEN_FILES_MAX_DEFAULT,
@@ -363,20 +386,7 @@ impl TserverConfig {
     }
 
     fn check(&self) -> Result<(), String> {
-        if !(1..=tablinum_proto::WINDOW_BATCHES_MAX).contains(&self.stream_limit) {
-            return Err(format!(
-                "stream_limit {} is out of range 1..={}",
-                self.stream_limit,
-                tablinum_proto::WINDOW_BATCHES_MAX
-            ));
-        }
-        if !(1..=tablinum_proto::BATCH_ROWS_MAX).contains(&self.batch_rows) {
-            return Err(format!(
-                "batch_rows {} is out of range 1..={}",
-                self.batch_rows,
-                tablinum_proto::BATCH_ROWS_MAX
-            ));
-        }
+        check_scan_defaults(self.stream_limit, self.batch_rows)?;
         if self.batch_bytes > BATCH_BYTES_MAX {
             return Err(format!(
                 "batch_bytes {} is over the limit {BATCH_BYTES_MAX}",
@@ -412,6 +422,9 @@ impl TserverConfig {
         self.engine_shared()
             .validate()
             .map_err(|e| e.to_string().replace("shared.", ""))?;
+        if self.flush_max_age_ms == 0 {
+            return Err("flush_max_age_ms must be at least 1".into());
+        }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
         {
             return Err(
@@ -419,6 +432,197 @@ impl TserverConfig {
             );
         }
         Ok(())
+    }
+}
+
+/// Scan server gRPC listen address.
+pub const SSERVER_LISTEN_DEFAULT: &str = "127.0.0.1:7420";
+/// Scan server HTTP listen address.
+pub const SSERVER_HTTP_DEFAULT: &str = "127.0.0.1:7421";
+/// The scan-server group of a server that names none.
+pub const SSERVER_GROUP_DEFAULT: &str = "default";
+/// Batches a scan server reads at once (its scan threads).
+pub const SCAN_THREADS_DEFAULT: usize = 8;
+/// Most scan threads of a scan server.
+pub const SCAN_THREADS_MAX: usize = 1_024;
+/// Batches waiting for a scan thread, at most; more are refused at once.
+pub const SCAN_QUEUE_MAX_DEFAULT: usize = 4_096;
+/// A scan server re-reads a tablet's published file set once its copy is
+/// this old (in the background from 75 % of it), ms.
+pub const METADATA_TTL_MS_DEFAULT: u64 = 2_000;
+/// Lease of a scan server's file reservations, renewed while in use, ms.
+pub const RESERVATION_LEASE_MS_DEFAULT: u64 = 60_000;
+
+/// A scan server's settings (`[sserver]`): stateless, it serves eventual
+/// reads of any tablet from the files its tablet server published.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SserverConfig {
+    /// gRPC listen address (port 0: any free port).
+    pub listen: String,
+    /// HTTP listen address for `/` and `/metrics`.
+    pub http: String,
+    /// The manager's gRPC address.
+    pub manager: String,
+    /// Shared storage root holding every tablet's files (the tablet
+    /// servers' `storage`).
+    pub storage: PathBuf,
+    /// Its group (clients' dispatcher profiles choose a group):
+    /// 1..=64 bytes of `[A-Za-z0-9_.-]`.
+    pub group: String,
+    /// Batches read at once (1..=1024).
+    pub scan_threads: usize,
+    /// Batches waiting for a scan thread, at most (more: RESOURCE_EXHAUSTED).
+    pub scan_queue_max: usize,
+    /// Block cache shared by every tablet it reads, MiB.
+    pub block_cache_mib: u64,
+    /// Open read handles shared by every tablet it reads.
+    pub open_files_max: usize,
+    /// Age of a tablet's cached file set before it is read again, ms.
+    pub metadata_ttl_ms: u64,
+    /// Lease of its file reservations, ms (1..=600,000; renewed while in use).
+    pub reservation_lease_ms: u64,
+    /// Heartbeat interval, ms.
+    pub heartbeat_interval_ms: u64,
+    /// Default window of a scan stream, batches (1..=1024).
+    pub stream_limit: u32,
+    /// Default rows per scan batch (1..=10000).
+    pub batch_rows: u32,
+    /// Bytes per scan batch, at most.
+    pub batch_bytes: u64,
+    /// Ack-wait timeout of a scan producer, ms.
+    pub ack_wait_timeout_ms: u64,
+    /// Bytes of unacknowledged batches per scan stream, at most.
+    pub stream_bytes_in_flight_max: u64,
+    /// Bytes of unacknowledged scan batches on this server, at most.
+    pub scan_bytes_in_flight_max: u64,
+    /// A copy of the manager's cluster secret (required).
+    pub cluster_secret_file: PathBuf,
+    /// TLS as in `[tserver]`.
+    pub tls_cert: PathBuf,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: PathBuf,
+    /// PEM CA whose certificates make callers cluster members.
+    pub tls_client_ca: PathBuf,
+    /// PEM CA the manager's certificate chains to.
+    pub tls_ca: PathBuf,
+}
+
+impl Default for SserverConfig {
+    fn default() -> Self {
+        SserverConfig {
+            listen: SSERVER_LISTEN_DEFAULT.into(),
+            http: SSERVER_HTTP_DEFAULT.into(),
+            manager: MANAGER_LISTEN_DEFAULT.into(),
+            storage: PathBuf::from("tablinum-data/storage"),
+            group: SSERVER_GROUP_DEFAULT.into(),
+            scan_threads: SCAN_THREADS_DEFAULT,
+            scan_queue_max: SCAN_QUEUE_MAX_DEFAULT,
+            block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
+            open_files_max: OPEN_FILES_MAX_DEFAULT,
+            metadata_ttl_ms: METADATA_TTL_MS_DEFAULT,
+            reservation_lease_ms: RESERVATION_LEASE_MS_DEFAULT,
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS_DEFAULT,
+            stream_limit: STREAM_LIMIT_DEFAULT,
+            batch_rows: BATCH_ROWS_DEFAULT,
+            batch_bytes: BATCH_BYTES_DEFAULT,
+            ack_wait_timeout_ms: ACK_WAIT_TIMEOUT_MS_DEFAULT,
+            stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
+            scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
+            cluster_secret_file: PathBuf::new(),
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            tls_client_ca: PathBuf::new(),
+            tls_ca: PathBuf::new(),
+        }
+    }
+}
+
+impl SserverConfig {
+    /// Checks every setting, naming the one that is wrong.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.check().map_err(Error::Config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        tablinum_proto::check_group(&self.group)?;
+        if !(1..=SCAN_THREADS_MAX).contains(&self.scan_threads) {
+            return Err(format!(
+                "scan_threads {} is out of range 1..={SCAN_THREADS_MAX}",
+                self.scan_threads
+            ));
+        }
+        check_scan_defaults(self.stream_limit, self.batch_rows)?;
+        if self.batch_bytes == 0 || self.batch_bytes > BATCH_BYTES_MAX {
+            return Err(format!(
+                "batch_bytes {} is out of range 1..={BATCH_BYTES_MAX}",
+                self.batch_bytes
+            ));
+        }
+        let lease_max = tablinum_engine::store::reserve::RESERVATION_LEASE_MS_MAX;
+        if !(1_000..=lease_max).contains(&self.reservation_lease_ms) {
+            return Err(format!(
+                "reservation_lease_ms {} is out of range 1000..={lease_max}",
+                self.reservation_lease_ms
+            ));
+        }
+        if self.metadata_ttl_ms == 0 || self.metadata_ttl_ms > self.reservation_lease_ms {
+            return Err(format!(
+                "metadata_ttl_ms {} must be in 1..=reservation_lease_ms ({})",
+                self.metadata_ttl_ms, self.reservation_lease_ms
+            ));
+        }
+        for (name, v) in [
+            ("scan_queue_max", self.scan_queue_max as u64),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("ack_wait_timeout_ms", self.ack_wait_timeout_ms),
+            (
+                "stream_bytes_in_flight_max",
+                self.stream_bytes_in_flight_max,
+            ),
+            ("scan_bytes_in_flight_max", self.scan_bytes_in_flight_max),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        self.engine_shared()
+            .validate()
+            .map_err(|e| e.to_string().replace("shared.", ""))?;
+        if self.cluster_secret_file.as_os_str().is_empty() {
+            return Err(
+                "cluster_secret_file is not set: name a copy of the manager's cluster secret"
+                    .into(),
+            );
+        }
+        if !self.storage.is_dir() {
+            return Err(format!(
+                "storage {} is not a directory: point it at the tablet servers' storage root",
+                self.storage.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The engine resources of every tablet view this server opens.
+    pub fn engine_shared(&self) -> tablinum_engine::SharedOptions {
+        tablinum_engine::SharedOptions {
+            worker_threads: 2,
+            block_cache_bytes: self.block_cache_mib << 20,
+            open_files_max: self.open_files_max,
+            memtable_budget_bytes: 0,
+        }
+    }
+
+    /// The TLS of calls to the manager (see `TserverConfig::client_tls`).
+    pub fn client_tls(&self) -> Result<Option<tablinum_client::ClientTls>, Error> {
+        TserverConfig {
+            tls_ca: self.tls_ca.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            ..TserverConfig::default()
+        }
+        .client_tls()
     }
 }
 
@@ -430,6 +634,8 @@ pub struct ConfigFile {
     pub manager: Option<ManagerConfig>,
     /// `[tserver]`.
     pub tserver: Option<TserverConfig>,
+    /// `[sserver]`.
+    pub sserver: Option<SserverConfig>,
 }
 
 impl ConfigFile {
@@ -442,6 +648,10 @@ impl ConfigFile {
         if let Some(t) = &cfg.tserver {
             t.check()
                 .map_err(|e| Error::Config(format!("config {}: [tserver] {e}", path.display())))?;
+        }
+        if let Some(s) = &cfg.sserver {
+            s.check()
+                .map_err(|e| Error::Config(format!("config {}: [sserver] {e}", path.display())))?;
         }
         Ok(cfg)
     }

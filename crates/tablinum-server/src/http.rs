@@ -49,6 +49,8 @@ pub struct Node {
     pub manager: Option<Arc<Manager>>,
     /// The tablet server, when this process runs it.
     pub tserver: Option<Arc<Tserver>>,
+    /// The scan server, when this process runs one.
+    pub sserver: Option<Arc<crate::sserver::Sserver>>,
     rates: Mutex<Rates>,
     verifier: Arc<Verifier>,
 }
@@ -84,6 +86,18 @@ impl Node {
         Arc::new(Node {
             manager,
             tserver,
+            sserver: None,
+            rates: Mutex::new(Rates::default()),
+            verifier,
+        })
+    }
+
+    /// The node of a scan-server process.
+    pub fn for_sserver(s: Arc<crate::sserver::Sserver>, verifier: Arc<Verifier>) -> Arc<Node> {
+        Arc::new(Node {
+            manager: None,
+            tserver: None,
+            sserver: Some(s),
             rates: Mutex::new(Rates::default()),
             verifier,
         })
@@ -233,6 +247,106 @@ impl Node {
                 "Tablet assignments and moves.",
                 snap.reassignments as f64,
             );
+        }
+        if let Some(ss) = &self.sserver {
+            let m = &ss.metrics;
+            let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+            let (running, queued) = ss.queue.depth();
+            let batches = c(&ss.queue.batches_total);
+            for (name, kind, help, v) in [
+                (
+                    "tablinum_sserver_scans_total",
+                    "counter",
+                    "Scan streams started.",
+                    c(&m.scans),
+                ),
+                (
+                    "tablinum_sserver_scans_active",
+                    "gauge",
+                    "Scan streams running.",
+                    c(&m.scans_active),
+                ),
+                (
+                    "tablinum_sserver_batches_total",
+                    "counter",
+                    "Batches that got a scan thread.",
+                    batches,
+                ),
+                (
+                    "tablinum_sserver_busy_total",
+                    "counter",
+                    "Batches answered busy (queued past their busy timeout; no work done).",
+                    c(&ss.queue.busy_total),
+                ),
+                (
+                    "tablinum_sserver_scan_threads_busy",
+                    "gauge",
+                    "Batches running on scan threads.",
+                    running as f64,
+                ),
+                (
+                    "tablinum_sserver_queue_depth",
+                    "gauge",
+                    "Batches waiting for a scan thread.",
+                    queued as f64,
+                ),
+                (
+                    "tablinum_sserver_queued_seconds_total",
+                    "counter",
+                    "Time batches waited for a scan thread.",
+                    c(&ss.queue.queued_us_total) / 1e6,
+                ),
+                (
+                    "tablinum_sserver_rows_read_total",
+                    "counter",
+                    "Rows sent.",
+                    c(&m.rows_read),
+                ),
+                (
+                    "tablinum_sserver_reads_total",
+                    "counter",
+                    "Get and head requests.",
+                    c(&m.reads),
+                ),
+                (
+                    "tablinum_sserver_views_cached",
+                    "gauge",
+                    "Tablets with a cached file-set view.",
+                    ss.views_cached() as f64,
+                ),
+                (
+                    "tablinum_sserver_views_opened_total",
+                    "counter",
+                    "Tablet file sets read and reserved.",
+                    c(&m.views_opened),
+                ),
+                (
+                    "tablinum_sserver_reservation_seconds_total",
+                    "counter",
+                    "Time spent reading, reserving and re-validating file sets.",
+                    c(&m.view_open_us) / 1e6,
+                ),
+                (
+                    "tablinum_sserver_view_cache_hits_total",
+                    "counter",
+                    "Reads served by a cached view.",
+                    c(&m.view_hits),
+                ),
+                (
+                    "tablinum_sserver_ack_timeouts_total",
+                    "counter",
+                    "Streams ended by the ack-wait timeout.",
+                    c(&m.ack_timeouts),
+                ),
+                (
+                    "tablinum_sserver_refused_total",
+                    "counter",
+                    "Requests refused.",
+                    c(&m.refused),
+                ),
+            ] {
+                metric(name, kind, help, v);
+            }
         }
         if let Some(ts) = &self.tserver {
             let m = &ts.metrics;

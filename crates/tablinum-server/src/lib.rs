@@ -19,6 +19,8 @@ pub mod listen;
 pub mod manager;
 pub mod placement;
 pub mod scan;
+pub mod scan_queue;
+pub mod sserver;
 pub mod tserver;
 
 use std::net::SocketAddr;
@@ -31,7 +33,7 @@ use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 use tonic::Status;
 
-pub use config::{ConfigFile, ManagerConfig, TserverConfig};
+pub use config::{ConfigFile, ManagerConfig, SserverConfig, TserverConfig};
 
 /// The gRPC status for an engine error.
 pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
@@ -81,6 +83,8 @@ pub struct Running {
     pub http: SocketAddr,
     /// The roles.
     pub node: Arc<http::Node>,
+    /// Scan servers started with it (`tablinum up --sservers N`).
+    pub sservers: Vec<Running>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -88,6 +92,9 @@ pub struct Running {
 impl Running {
     /// Stops serving, then closes every tablet and the metadata store.
     pub async fn shutdown(self) {
+        for s in self.sservers {
+            Box::pin(s.shutdown()).await;
+        }
         let _ = self.stop.send(true);
         for t in self.tasks {
             let _ = t.await;
@@ -208,20 +215,7 @@ pub async fn start(
             auth.clone(),
         )
     });
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(t) = &tls {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut c = ServerTlsConfig::new().identity(Identity::from_pem(&t.cert_pem, &t.key_pem));
-        if let Some(ca) = &t.client_ca_pem {
-            // Certificates are optional: clients without one use tokens.
-            c = c
-                .client_ca_root(Certificate::from_pem(ca))
-                .client_auth_optional(true);
-        }
-        builder = builder
-            .tls_config(c)
-            .map_err(|e| Error::Tls(format!("TLS settings: {e}")))?;
-    }
+    let builder = grpc_builder(tls.as_ref())?;
     let mut stop_grpc = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
         let r = builder
@@ -249,9 +243,110 @@ pub async fn start(
         grpc,
         http,
         node,
+        sservers: Vec::new(),
         stop,
         tasks,
     })
+}
+
+/// Starts a scan server in this process (its own gRPC and HTTP ports).
+/// Must run on a multi-thread tokio runtime.
+pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
+    cfg.validate()?;
+    if cfg.cluster_secret_file.as_os_str().is_empty() {
+        return Err(Error::Config(
+            "[sserver] cluster_secret_file is not set: name a copy of the manager's cluster secret"
+                .into(),
+        ));
+    }
+    let secret = tablinum_auth::files::load_cluster_secret(&cfg.cluster_secret_file)
+        .map_err(|e| Error::Credentials(format!("[sserver] cluster_secret_file: {e}")))?;
+    let tls = config::listener_tls("sserver", &cfg.tls_cert, &cfg.tls_key, &cfg.tls_client_ca)?;
+    let verifier = Verifier::new(&secret);
+    let grpc_l = bind(&cfg.listen, "gRPC").await?;
+    let http_l = bind(&cfg.http, "HTTP").await?;
+    let grpc = grpc_l
+        .local_addr()
+        .map_err(|e| Error::Io(format!("gRPC listener: {e}")))?;
+    let http = http_l
+        .local_addr()
+        .map_err(|e| Error::Io(format!("HTTP listener: {e}")))?;
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let ss = sserver::Sserver::new(
+        cfg,
+        grpc.to_string(),
+        http.to_string(),
+        secret,
+        verifier.clone(),
+    )?;
+    let mut tasks = vec![
+        tokio::spawn(ss.clone().heartbeat_loop(stop_rx.clone())),
+        tokio::spawn(ss.clone().maintain_loop(stop_rx.clone())),
+    ];
+    let node = http::Node::for_sserver(ss.clone(), verifier.clone());
+    let http_tls = match &tls {
+        Some(t) => Some(http::tls_acceptor(t)?),
+        None => None,
+    };
+    tasks.push(tokio::spawn(http::serve(
+        http_l,
+        node.clone(),
+        http_tls,
+        stop_rx.clone(),
+    )));
+    let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
+    let auth = Authenticator::new(
+        verifier,
+        tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
+    );
+    let svc = InterceptedService::new(
+        TabletServerServer::new(sserver::SserverService(ss))
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        auth,
+    );
+    let builder = grpc_builder(tls.as_ref())?;
+    let mut stop_grpc = stop_rx.clone();
+    tasks.push(tokio::spawn(async move {
+        let r = builder
+            .tcp_nodelay(true)
+            .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
+            .add_service(svc)
+            .serve_with_incoming_shutdown(listen::incoming(grpc_l), async move {
+                let _ = stop_grpc.changed().await;
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "gRPC server stopped");
+        }
+    }));
+    Ok(Running {
+        grpc,
+        http,
+        node,
+        sservers: Vec::new(),
+        stop,
+        tasks,
+    })
+}
+
+/// A gRPC server builder speaking TLS when `tls` is set (client
+/// certificates optional: clients without one use tokens).
+fn grpc_builder(tls: Option<&config::ListenerTls>) -> Result<tonic::transport::Server> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut c = ServerTlsConfig::new().identity(Identity::from_pem(&t.cert_pem, &t.key_pem));
+        if let Some(ca) = &t.client_ca_pem {
+            c = c
+                .client_ca_root(Certificate::from_pem(ca))
+                .client_auth_optional(true);
+        }
+        builder = builder
+            .tls_config(c)
+            .map_err(|e| Error::Tls(format!("TLS settings: {e}")))?;
+    }
+    Ok(builder)
 }
 
 /// A request message that does not decode is the caller's fault: tonic
@@ -368,8 +463,15 @@ pub fn embedded_tls_files(
 /// process, metadata in `<data>/manager`, tablets in `<data>/storage`, the
 /// cluster secret and the bootstrap admin token in `<data>` (mode 0600).
 /// With `tls`, both listeners speak TLS only, with the certificate of
-/// [`embedded_tls_files`].
-pub async fn start_embedded(data: &Path, listen: &str, http: &str, tls: bool) -> Result<Running> {
+/// [`embedded_tls_files`]. `sservers` scan servers run in the process too,
+/// each on ports of its own, reading `<data>/storage`.
+pub async fn start_embedded(
+    data: &Path,
+    listen: &str,
+    http: &str,
+    tls: bool,
+    sservers: usize,
+) -> Result<Running> {
     let tls_files = if tls {
         Some(embedded_tls_files(data)?)
     } else {
@@ -393,5 +495,26 @@ pub async fn start_embedded(data: &Path, listen: &str, http: &str, tls: bool) ->
         tls_ca: tls_files.as_ref().map(|f| f.0.clone()).unwrap_or_default(),
         ..TserverConfig::default()
     };
-    start(Some(m), Some(t)).await
+    let mut running = start(Some(m), Some(t)).await?;
+    for _ in 0..sservers {
+        let s = SserverConfig {
+            listen: "127.0.0.1:0".into(),
+            http: "127.0.0.1:0".into(),
+            manager: running.grpc.to_string(),
+            storage: data.join("storage"),
+            cluster_secret_file: embedded_secret_path(data),
+            tls_cert: tls_files.as_ref().map(|f| f.1.clone()).unwrap_or_default(),
+            tls_key: tls_files.as_ref().map(|f| f.2.clone()).unwrap_or_default(),
+            tls_ca: tls_files.as_ref().map(|f| f.0.clone()).unwrap_or_default(),
+            ..SserverConfig::default()
+        };
+        match start_sserver(s).await {
+            Ok(r) => running.sservers.push(r),
+            Err(e) => {
+                running.shutdown().await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(running)
 }

@@ -155,10 +155,21 @@ struct Live {
     tokens_version: u64,
 }
 
+/// A live scan server (ephemeral: scan servers own nothing, so nothing
+/// about them is persisted).
+#[derive(Debug, Clone)]
+struct ScanLive {
+    last: Instant,
+    status: v1::ScanServerStatus,
+    tokens_version: u64,
+}
+
 #[derive(Debug, Default)]
 struct State {
     tables: BTreeMap<String, TableRecord>,
     servers: HashMap<String, Live>,
+    /// Scan servers by id; expired ones are dropped when listed.
+    scan_servers: HashMap<String, ScanLive>,
     dropped: BTreeMap<u64, ()>,
     next_table_id: u64,
     tokens: BTreeMap<String, TokenRecord>,
@@ -168,6 +179,24 @@ struct State {
 }
 
 impl State {
+    /// Whether a server holding token set `held` is behind, and then every
+    /// grant (never a secret, only its hash).
+    fn token_update(&self, held: u64) -> (bool, Vec<v1::TokenGrant>) {
+        if held == self.tokens_version {
+            return (false, Vec::new());
+        }
+        let grants = self
+            .tokens
+            .values()
+            .map(|t| v1::TokenGrant {
+                id: t.id.clone(),
+                role: t.role,
+                secret_sha256: t.secret_sha256.clone(),
+            })
+            .collect();
+        (true, grants)
+    }
+
     fn grants(&self) -> HashMap<String, Grant> {
         self.tokens
             .values()
@@ -185,6 +214,8 @@ pub struct ManagerSnapshot {
     pub servers: Vec<v1::ServerStatus>,
     /// Tablets without a live server.
     pub tablets_unassigned: u32,
+    /// Live scan servers.
+    pub scan_servers: Vec<v1::ScanServerStatus>,
     /// Servers declared dead since start.
     pub servers_expired: u64,
     /// Tablet moves since start.
@@ -336,7 +367,12 @@ impl Manager {
         loop {
             let behind = {
                 let st = self.state.lock();
+                let timeout = self.cfg.heartbeat_timeout();
                 st.servers.values().any(|l| l.tokens_version < version)
+                    || st
+                        .scan_servers
+                        .values()
+                        .any(|l| l.last.elapsed() < timeout && l.tokens_version < version)
             };
             if !behind || Instant::now() >= deadline {
                 return;
@@ -531,6 +567,7 @@ impl Manager {
             tables: st.tables.values().map(table_msg).collect(),
             servers: server_statuses(&st),
             tablets_unassigned: unassigned(&st),
+            scan_servers: scan_server_statuses(&st, self.cfg.heartbeat_timeout(), ""),
             servers_expired,
             reassignments,
         }
@@ -554,6 +591,23 @@ fn unassigned(st: &State) -> u32 {
         .filter(|t| !st.servers.contains_key(&t.server_id))
         .count();
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Scan servers heard from within `timeout` (of `group`, or all when
+/// empty), by address.
+fn scan_server_statuses(st: &State, timeout: Duration, group: &str) -> Vec<v1::ScanServerStatus> {
+    let mut v: Vec<v1::ScanServerStatus> = st
+        .scan_servers
+        .values()
+        .filter(|l| l.last.elapsed() < timeout)
+        .filter(|l| group.is_empty() || l.status.group == group)
+        .map(|l| v1::ScanServerStatus {
+            last_heartbeat_ms: u64::try_from(l.last.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ..l.status.clone()
+        })
+        .collect();
+    v.sort_by(|a, b| a.address.cmp(&b.address));
+    v
 }
 
 fn server_statuses(st: &State) -> Vec<v1::ServerStatus> {
@@ -815,6 +869,69 @@ impl ManagerRpc for ManagerService {
             servers: s.servers,
             tables: s.tables,
             tablets_unassigned: s.tablets_unassigned,
+            scan_servers: s.scan_servers,
+        }))
+    }
+
+    async fn scan_server_heartbeat(
+        &self,
+        req: Request<v1::ScanServerHeartbeatRequest>,
+    ) -> Result<Response<v1::ScanServerHeartbeatResponse>, Status> {
+        authorize(&req, Need::Cluster, "ScanServerHeartbeat")?;
+        let hb = req.into_inner();
+        check_scan_server_heartbeat(&hb).map_err(Status::invalid_argument)?;
+        let m = &self.0;
+        let mut st = m.state.lock();
+        let timeout = m.cfg.heartbeat_timeout();
+        // A new process at the address of a live one replaces it.
+        st.scan_servers
+            .retain(|id, l| *id == hb.server_id || l.status.address != hb.address);
+        let joined = st
+            .scan_servers
+            .get(&hb.server_id)
+            .is_none_or(|l| l.last.elapsed() >= timeout);
+        if joined {
+            tracing::info!(server = %hb.server_id, address = %hb.address, group = %hb.group,
+                "scan server joined");
+        }
+        st.scan_servers.insert(
+            hb.server_id.clone(),
+            ScanLive {
+                last: Instant::now(),
+                tokens_version: hb.tokens_version,
+                status: v1::ScanServerStatus {
+                    id: hb.server_id.clone(),
+                    address: hb.address.clone(),
+                    http: hb.http.clone(),
+                    group: hb.group.clone(),
+                    last_heartbeat_ms: 0,
+                    scans_running: hb.scans_running,
+                    queue_depth: hb.queue_depth,
+                    batches_total: hb.batches_total,
+                    busy_total: hb.busy_total,
+                },
+            },
+        );
+        // Forget servers silent for long (a listing skips them already).
+        st.scan_servers
+            .retain(|_, l| l.last.elapsed() < 10 * timeout);
+        let (tokens_changed, tokens) = st.token_update(hb.tokens_version);
+        Ok(Response::new(v1::ScanServerHeartbeatResponse {
+            tokens_version: st.tokens_version,
+            tokens,
+            tokens_changed,
+        }))
+    }
+
+    async fn list_scan_servers(
+        &self,
+        req: Request<v1::ListScanServersRequest>,
+    ) -> Result<Response<v1::ListScanServersResponse>, Status> {
+        authorize(&req, Need::Read, "ListScanServers")?;
+        let group = req.into_inner().group;
+        let st = self.0.state.lock();
+        Ok(Response::new(v1::ListScanServersResponse {
+            scan_servers: scan_server_statuses(&st, self.0.cfg.heartbeat_timeout(), &group),
         }))
     }
 
@@ -919,19 +1036,7 @@ impl ManagerRpc for ManagerService {
         }
         m.rebalance()?;
         let st = m.state.lock();
-        let tokens_changed = hb.tokens_version != st.tokens_version;
-        let tokens = if tokens_changed {
-            st.tokens
-                .values()
-                .map(|t| v1::TokenGrant {
-                    id: t.id.clone(),
-                    role: t.role,
-                    secret_sha256: t.secret_sha256.clone(),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let (tokens_changed, tokens) = st.token_update(hb.tokens_version);
         let assignments = st
             .tables
             .values()
@@ -1026,6 +1131,13 @@ impl ManagerRpc for ManagerService {
 
 /// Checks every field of a heartbeat against its limits; the error names
 /// the field.
+fn check_scan_server_heartbeat(hb: &v1::ScanServerHeartbeatRequest) -> Result<(), String> {
+    tablinum_proto::check_server_id(&hb.server_id)?;
+    tablinum_proto::check_address("address", &hb.address)?;
+    tablinum_proto::check_address("http", &hb.http)?;
+    tablinum_proto::check_group(&hb.group)
+}
+
 fn check_heartbeat(hb: &v1::HeartbeatRequest) -> Result<(), String> {
     tablinum_proto::check_server_id(&hb.server_id)?;
     tablinum_proto::check_address("address", &hb.address)?;

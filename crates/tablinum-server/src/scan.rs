@@ -211,6 +211,53 @@ impl Drop for Credits {
     }
 }
 
+/// Where index pages come from: a tablet's store, or a scan server's
+/// read-only view of it.
+pub trait IndexSource: Send + Sync {
+    /// As `Store::index_query`.
+    fn index_query(
+        &self,
+        name: &[u8],
+        terms: (Bound<&[u8]>, Bound<&[u8]>),
+        return_terms: bool,
+        limit: usize,
+    ) -> tablinum_engine::Result<Vec<tablinum_engine::IndexHit>>;
+}
+
+impl IndexSource for Store {
+    fn index_query(
+        &self,
+        name: &[u8],
+        terms: (Bound<&[u8]>, Bound<&[u8]>),
+        return_terms: bool,
+        limit: usize,
+    ) -> tablinum_engine::Result<Vec<tablinum_engine::IndexHit>> {
+        Store::index_query(self, name, terms, return_terms, limit)
+    }
+}
+
+impl IndexSource for tablinum_engine::ReadOnlyStore {
+    fn index_query(
+        &self,
+        name: &[u8],
+        terms: (Bound<&[u8]>, Bound<&[u8]>),
+        return_terms: bool,
+        limit: usize,
+    ) -> tablinum_engine::Result<Vec<tablinum_engine::IndexHit>> {
+        tablinum_engine::ReadOnlyStore::index_query(self, name, terms, return_terms, limit)
+    }
+}
+
+/// The scan threads a producer's batch reads wait for, with the busy rule
+/// (scan servers; tablet servers read without one).
+#[derive(Clone)]
+pub struct Gate {
+    /// The queue in front of the scan threads.
+    pub queue: Arc<crate::scan_queue::ScanQueue>,
+    /// The stream's busy timeout (none: wait).
+    pub busy: Option<tablinum_dispatch::busy::BusyTimeout>,
+}
+
 /// Reads one tablet in batches.
 pub enum Cursor {
     /// Keys and values.
@@ -219,8 +266,8 @@ pub enum Cursor {
     Keys(HeadIter),
     /// Index entries (term, key), paged through `index_query`.
     Index {
-        /// The tablet.
-        store: Arc<Store>,
+        /// The tablet (its store, or a scan server's view of it).
+        store: Arc<dyn IndexSource>,
         /// Index name.
         name: Vec<u8>,
         /// Next lower bound on terms.
@@ -426,6 +473,7 @@ pub async fn produce(
     bytes_max: usize,
     ack_wait: Duration,
     metrics: Arc<dyn ProducerMetrics>,
+    gate: Option<Gate>,
 ) {
     let mut sent = vec![0u64; slots.len()];
     let mut done = vec![false; slots.len()];
@@ -476,6 +524,20 @@ pub async fn produce(
                 work.pop_front();
                 continue;
             }
+            // A scan server's batch waits for a scan thread, or is busy.
+            let _running = match &gate {
+                Some(g) => match g.queue.enter(g.busy).await {
+                    Ok(r) => Some(r),
+                    Err(refused) => {
+                        if !msg.is_empty() {
+                            let _ = out.send(Ok(std::mem::take(&mut msg))).await;
+                        }
+                        let _ = out.send(Err(busy_status(&refused))).await;
+                        return;
+                    }
+                },
+                None => None,
+            };
             let slot = &mut slots[i];
             let want = usize::try_from(slot.limit - sent[i])
                 .unwrap_or(usize::MAX)
@@ -554,6 +616,25 @@ pub async fn produce(
     }
 }
 
+/// The status of a batch that did not get a scan thread: RESOURCE_EXHAUSTED,
+/// "scan server busy" for the busy rule (clients pick another server at
+/// once), the limit's name for a full queue.
+pub fn busy_status(r: &crate::scan_queue::Refused) -> tonic::Status {
+    use crate::scan_queue::Refused;
+    match r {
+        Refused::Busy {
+            busy_timeout_ms,
+            queued,
+        } => tonic::Status::resource_exhausted(format!(
+            "{}: a batch waited {busy_timeout_ms} ms (busy_timeout_ms) with {queued} queued",
+            tablinum_client::SCAN_SERVER_BUSY_PREFIX
+        )),
+        Refused::QueueFull { max } => tonic::Status::resource_exhausted(format!(
+            "scan_queue_max = {max} batches are waiting for a scan thread"
+        )),
+    }
+}
+
 /// Ends a stream whose caller ended its side with slots still wanted:
 /// CANCELLED, lest the end look like exhausted tablets.
 async fn abandon(
@@ -568,4 +649,152 @@ async fn abandon(
             )))
             .await;
     }
+}
+
+/// The answer to a Head of `h`.
+pub fn head_response(h: Option<tablinum_engine::Head>) -> tablinum_proto::v1::HeadResponse {
+    use tablinum_proto::v1;
+    match h {
+        Some(h) => v1::HeadResponse {
+            found: true,
+            seq: h.seq,
+            value_len: h.value_len,
+            value_hash: h.value_hash,
+            metadata: h.metadata,
+            index_terms: h
+                .index_terms
+                .into_iter()
+                .map(|(index, term)| v1::IndexTerm { index, term })
+                .collect(),
+        },
+        None => v1::HeadResponse::default(),
+    }
+}
+
+/// Feeds a `Scan` stream's acks to `credits` until the client ends its
+/// side (which ends the stream).
+pub fn read_scan_acks(
+    mut inbound: tonic::Streaming<tablinum_proto::v1::ScanClientMessage>,
+    credits: Arc<Credits>,
+) {
+    use tablinum_proto::v1::{scan_client_message::Msg, ScanClientMessage};
+    tokio::spawn(async move {
+        loop {
+            match inbound.message().await {
+                Ok(Some(ScanClientMessage {
+                    msg: Some(Msg::Ack(a)),
+                })) => credits.ack(0, a.batches, a.window, false),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    credits.end();
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Feeds a `ScanMany` stream's acks and keepalives to `credits` until the
+/// client ends its side (which ends every slot).
+pub fn read_scan_many_acks(
+    mut inbound: tonic::Streaming<tablinum_proto::v1::ScanManyClientMessage>,
+    credits: Arc<Credits>,
+) {
+    use tablinum_proto::v1::{scan_many_client_message::Msg, ScanManyClientMessage};
+    tokio::spawn(async move {
+        loop {
+            match inbound.message().await {
+                Ok(Some(ScanManyClientMessage {
+                    msg: Some(Msg::Acks(a)),
+                })) => {
+                    if a.acks.is_empty() {
+                        credits.keepalive(a.progress);
+                    }
+                    for a in a.acks {
+                        credits.ack(a.slot as usize, a.batches, a.window, a.cancel);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    credits.end();
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// A one-slot producer's messages as `Scan` answers: one `ScanBatch` per
+/// batch (a producer message may carry several).
+pub fn scan_batches(
+    mut rx: tokio_stream::wrappers::ReceiverStream<
+        Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>,
+    >,
+) -> tokio_stream::wrappers::ReceiverStream<Result<tablinum_proto::v1::ScanBatch, tonic::Status>> {
+    let (tx, out) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        while let Some(m) = tokio_stream::StreamExt::next(&mut rx).await {
+            let items: Vec<Result<tablinum_proto::v1::ScanBatch, tonic::Status>> = match m {
+                Ok(batches) => batches
+                    .into_iter()
+                    .map(|b| {
+                        Ok(tablinum_proto::v1::ScanBatch {
+                            rows: b.rows,
+                            last: b.last,
+                            next: b.next,
+                        })
+                    })
+                    .collect(),
+                Err(e) => vec![Err(e)],
+            };
+            for item in items {
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(out)
+}
+
+/// Checks a scan's window, batch rows and range, and resolves its window
+/// and rows per batch (0: the server's defaults). The error is
+/// INVALID_ARGUMENT naming what was wrong.
+pub fn scan_limits(
+    start: &tablinum_proto::v1::ScanStart,
+    default_window: u32,
+    default_batch_rows: u32,
+) -> Result<(u32, usize), tonic::Status> {
+    if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
+        return Err(tonic::Status::invalid_argument(format!(
+            "window {} is out of range 0..={}",
+            start.window,
+            tablinum_proto::WINDOW_BATCHES_MAX
+        )));
+    }
+    if start.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
+        return Err(tonic::Status::invalid_argument(format!(
+            "batch_rows {} is out of range 0..={}",
+            start.batch_rows,
+            tablinum_proto::BATCH_ROWS_MAX
+        )));
+    }
+    if !start.end.is_empty() && start.end < start.start {
+        return Err(tonic::Status::invalid_argument(format!(
+            "inverted range: end {:?} is before start {:?}",
+            String::from_utf8_lossy(&start.end),
+            String::from_utf8_lossy(&start.start)
+        )));
+    }
+    let window = if start.window == 0 {
+        default_window
+    } else {
+        start.window
+    };
+    let rows = if start.batch_rows == 0 {
+        default_batch_rows
+    } else {
+        start.batch_rows
+    };
+    Ok((window, rows as usize))
 }

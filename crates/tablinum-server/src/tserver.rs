@@ -141,6 +141,23 @@ struct Lease {
     tablets: HashSet<(u64, u64, u64)>,
 }
 
+/// The token grants of a heartbeat answer, as the verifier keeps them
+/// (malformed ones are skipped: they can match no caller).
+pub(crate) fn grants(tokens: &[v1::TokenGrant]) -> HashMap<String, Grant> {
+    tokens
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.id.clone(),
+                Grant {
+                    role: Role::from_i32(t.role)?,
+                    secret_sha256: t.secret_sha256.as_slice().try_into().ok()?,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// The tablet server role.
 pub struct Tserver {
     cfg: TserverConfig,
@@ -368,37 +385,9 @@ impl Tserver {
     /// Checks one tablet scan and opens its cursor on `tablet`; returns the
     /// slot and its first window.
     fn open_slot(&self, start: &v1::ScanStart, tablet: &Tablet) -> Result<(Slot, u32), Status> {
-        if start.window > tablinum_proto::WINDOW_BATCHES_MAX {
-            return Err(self.refuse(Status::invalid_argument(format!(
-                "window {} is out of range 0..={}",
-                start.window,
-                tablinum_proto::WINDOW_BATCHES_MAX
-            ))));
-        }
-        if start.batch_rows > tablinum_proto::BATCH_ROWS_MAX {
-            return Err(self.refuse(Status::invalid_argument(format!(
-                "batch_rows {} is out of range 0..={}",
-                start.batch_rows,
-                tablinum_proto::BATCH_ROWS_MAX
-            ))));
-        }
-        if !start.end.is_empty() && start.end < start.start {
-            return Err(self.refuse(Status::invalid_argument(format!(
-                "inverted range: end {:?} is before start {:?}",
-                String::from_utf8_lossy(&start.end),
-                String::from_utf8_lossy(&start.start)
-            ))));
-        }
-        let window = if start.window == 0 {
-            self.cfg.stream_limit
-        } else {
-            start.window
-        };
-        let rows_max = if start.batch_rows == 0 {
-            self.cfg.batch_rows
-        } else {
-            start.batch_rows
-        } as usize;
+        let (window, rows_max) =
+            crate::scan::scan_limits(start, self.cfg.stream_limit, self.cfg.batch_rows)
+                .map_err(|s| self.refuse(s))?;
         let cursor = if start.index.is_empty() {
             // Clip the key range to the tablet.
             let lo = start.start.clone().max(tablet.start.clone());
@@ -571,7 +560,7 @@ impl Tserver {
         tokio::spawn(async move {
             me.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
             let m: Arc<dyn ProducerMetrics> = me.clone();
-            produce(slots, credits, tx, bytes_max, ack_wait, m).await;
+            produce(slots, credits, tx, bytes_max, ack_wait, m, None).await;
             me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
@@ -617,20 +606,8 @@ impl Tserver {
         let sent = Instant::now();
         let resp = mgr.heartbeat(req).await?.into_inner();
         if resp.tokens_changed {
-            let grants: HashMap<String, Grant> = resp
-                .tokens
-                .iter()
-                .filter_map(|t| {
-                    Some((
-                        t.id.clone(),
-                        Grant {
-                            role: Role::from_i32(t.role)?,
-                            secret_sha256: t.secret_sha256.as_slice().try_into().ok()?,
-                        },
-                    ))
-                })
-                .collect();
-            self.verifier.set_tokens(resp.tokens_version, grants);
+            self.verifier
+                .set_tokens(resp.tokens_version, grants(&resp.tokens));
         }
         let wanted: HashSet<(u64, u64, u64)> = resp
             .assignments
@@ -775,6 +752,7 @@ impl Tserver {
         let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
         let mut failing = false;
         loop {
+            self.flush_old_writes().await;
             match self.heartbeat(&mut mgr).await {
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
@@ -788,6 +766,31 @@ impl Tserver {
                 _ = stop.changed() => return,
             }
         }
+    }
+
+    /// Freezes (for flush) every tablet whose oldest unflushed write is
+    /// older than `flush_max_age_ms`, so eventual readers see it soon.
+    async fn flush_old_writes(self: &Arc<Self>) {
+        let max = Duration::from_millis(self.cfg.flush_max_age_ms);
+        let old: Vec<Arc<Tablet>> = self
+            .tablets
+            .read()
+            .values()
+            .flatten()
+            .filter(|t| t.store.unflushed_age().is_some_and(|a| a >= max))
+            .cloned()
+            .collect();
+        if old.is_empty() {
+            return;
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in old {
+                if let Err(e) = t.store.freeze() {
+                    tracing::warn!(table = %t.table, tablet = t.id, error = %e, "flushing old writes failed");
+                }
+            }
+        })
+        .await;
     }
 
     /// Closes every tablet (fsyncs journals).
@@ -963,21 +966,7 @@ impl TabletRpc for TserverService {
         let tablet = ts.tablet_for(&req.table, req.table_id, &req.key)?;
         let h = blocking(|| tablet.store.head(&req.key)).map_err(|e| ts.fenced(&tablet, e))?;
         ts.confirm_read(&tablet)?;
-        Ok(Response::new(match h {
-            Some(h) => v1::HeadResponse {
-                found: true,
-                seq: h.seq,
-                value_len: h.value_len,
-                value_hash: h.value_hash,
-                metadata: h.metadata,
-                index_terms: h
-                    .index_terms
-                    .into_iter()
-                    .map(|(index, term)| v1::IndexTerm { index, term })
-                    .collect(),
-            },
-            None => v1::HeadResponse::default(),
-        }))
+        Ok(Response::new(crate::scan::head_response(h)))
     }
 
     type ScanStream = BoxStream<v1::ScanBatch>;
@@ -1005,47 +994,10 @@ impl TabletRpc for TserverService {
         // The cursor is a snapshot: confirm it is not a stale owner's.
         ts.confirm_read(&tablet)?;
         let credits = ts.credits(&[window]);
-        let c2 = credits.clone();
-        tokio::spawn(async move {
-            loop {
-                match inbound.message().await {
-                    Ok(Some(v1::ScanClientMessage {
-                        msg: Some(Msg::Ack(a)),
-                    })) => c2.ack(0, a.batches, a.window, false),
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => {
-                        c2.end();
-                        return;
-                    }
-                }
-            }
-        });
-        let mut rx = ts.spawn_producer(vec![slot], credits, permit);
+        crate::scan::read_scan_acks(inbound, credits.clone());
+        let rx = ts.spawn_producer(vec![slot], credits, permit);
         // One ScanBatch per batch (a producer message may carry several).
-        let (tx, out) = tokio::sync::mpsc::channel(4);
-        tokio::spawn(async move {
-            while let Some(m) = tokio_stream::StreamExt::next(&mut rx).await {
-                let items: Vec<Result<v1::ScanBatch, Status>> = match m {
-                    Ok(batches) => batches
-                        .into_iter()
-                        .map(|b| {
-                            Ok(v1::ScanBatch {
-                                rows: b.rows,
-                                last: b.last,
-                                next: b.next,
-                            })
-                        })
-                        .collect(),
-                    Err(e) => vec![Err(e)],
-                };
-                for item in items {
-                    if tx.send(item).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        let out = tokio_stream::wrappers::ReceiverStream::new(out);
+        let out = crate::scan::scan_batches(rx);
         Ok(Response::new(Box::pin(out)))
     }
 
@@ -1091,28 +1043,7 @@ impl TabletRpc for TserverService {
             windows.push(window);
         }
         let credits = ts.credits(&windows);
-        let c2 = credits.clone();
-        tokio::spawn(async move {
-            loop {
-                match inbound.message().await {
-                    Ok(Some(v1::ScanManyClientMessage {
-                        msg: Some(v1::scan_many_client_message::Msg::Acks(a)),
-                    })) => {
-                        if a.acks.is_empty() {
-                            c2.keepalive(a.progress);
-                        }
-                        for a in a.acks {
-                            c2.ack(a.slot as usize, a.batches, a.window, a.cancel);
-                        }
-                    }
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => {
-                        c2.end();
-                        return;
-                    }
-                }
-            }
-        });
+        crate::scan::read_scan_many_acks(inbound, credits.clone());
         let rx = ts.spawn_producer(slots, credits, permit);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));
@@ -1148,6 +1079,7 @@ impl TabletRpc for TserverService {
             stream_limit: mode,
             batch_rows: 0,
             keys_only: r.keys_only,
+            consistency: tablinum_client::Consistency::Immediate,
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
         tokio::spawn(async move {

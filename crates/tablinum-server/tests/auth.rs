@@ -121,6 +121,7 @@ fn every_call(c: &TestCluster, cred: Option<&Credential>) -> Vec<(&'static str, 
             table: "t".into(),
             key: b"k0".to_vec(),
             table_id: 0,
+            tablet_id: 0,
         };
         out.push(("Get", code(t.get(get.clone()).await.map(drop))));
         out.push(("Head", code(t.head(get).await.map(drop))));

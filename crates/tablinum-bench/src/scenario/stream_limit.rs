@@ -1274,6 +1274,7 @@ pub fn cell_query(table: &str, limit: CellLimit, fixed_batch_rows: u32) -> Query
         stream_limit: limit.0,
         batch_rows: limit.batch_rows(fixed_batch_rows),
         keys_only: true,
+        consistency: tablinum_client::Consistency::Immediate,
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Memtable {
     /// A budget shared with other memtables: this one's bytes are added on
     /// insert and taken off again when it is dropped.
     shared_bytes: Option<Arc<AtomicU64>>,
+    /// When the first entry went in.
+    first_insert: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl Default for Memtable {
@@ -41,6 +43,7 @@ impl Default for Memtable {
             map: RwLock::default(),
             bytes: AtomicU64::new(0),
             shared_bytes: None,
+            first_insert: std::sync::OnceLock::new(),
         }
     }
 }
@@ -62,6 +65,11 @@ impl Memtable {
         m
     }
 
+    /// When its first entry went in (none: empty).
+    pub fn first_insert(&self) -> Option<std::time::Instant> {
+        self.first_insert.get().copied()
+    }
+
     /// This memtable's id: unique within the process, never reused (unlike
     /// its address), so work pending on a memtable can be keyed by it.
     pub fn id(&self) -> u64 {
@@ -70,6 +78,7 @@ impl Memtable {
 
     /// Inserts or replaces; returns the replaced entry.
     pub fn insert(&self, key: Vec<u8>, entry: Entry) -> Option<Arc<Entry>> {
+        self.first_insert.get_or_init(std::time::Instant::now);
         let add = key.len() + entry.approx_bytes() + ENTRY_OVERHEAD_BYTES;
         self.bytes.fetch_add(add as u64, Ordering::Relaxed);
         if let Some(c) = &self.shared_bytes {

@@ -614,6 +614,31 @@ impl Store {
         }
     }
 
+    /// How long the oldest write not yet in a ledger table has waited (none:
+    /// everything is flushed). Readers of the published files (scan servers)
+    /// do not see such writes; a tablet server flushes a tablet whose
+    /// oldest unflushed write is older than its `flush_max_age_ms`.
+    pub fn unflushed_age(&self) -> Option<Duration> {
+        self.inner
+            .current()
+            .mems
+            .iter()
+            .filter_map(|m| m.first_insert())
+            .min()
+            .map(|t| t.elapsed())
+    }
+
+    /// Freezes the active memtable for flush without waiting for the flush
+    /// (nothing to do when it is empty).
+    pub fn freeze(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let w = self.inner.lock_writer();
+        if !self.inner.current().mems[0].is_empty() {
+            self.inner.rotate(w.next_seq - 1);
+        }
+        Ok(())
+    }
+
     /// Runs ledger compactions until the policy is satisfied.
     pub fn compact_ledger(&self) -> Result<()> {
         self.flush()?;

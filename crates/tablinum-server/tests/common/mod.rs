@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tablinum_auth::{Bearer, ClusterSecret, Credential};
 use tablinum_client::{Client, ClientConfig, Transport};
 use tablinum_proto::v1::{manager_client::ManagerClient, tablet_server_client::TabletServerClient};
-use tablinum_server::{ManagerConfig, Running, TserverConfig};
+use tablinum_server::{ManagerConfig, Running, SserverConfig, TserverConfig};
 
 /// The cluster secret of every test cluster in this process, so raw wire
 /// clients (`raw_tserver`, `raw_manager`) can authenticate without a
@@ -134,6 +134,25 @@ impl TestCluster {
             .block_on(tablinum_server::start(None, Some(t)))
             .unwrap();
         self.extra.push(r);
+    }
+
+    /// Starts a scan server (its own sockets) reporting to this cluster's
+    /// manager and reading its storage; returns its gRPC address.
+    pub fn add_sserver(&mut self, tweak: impl FnOnce(&mut SserverConfig)) -> String {
+        let mut s = SserverConfig {
+            listen: "127.0.0.1:0".into(),
+            http: "127.0.0.1:0".into(),
+            manager: self.addr(),
+            storage: self.dir.join("storage"),
+            heartbeat_interval_ms: 100,
+            cluster_secret_file: self.dir.join("cluster.secret"),
+            ..SserverConfig::default()
+        };
+        tweak(&mut s);
+        let r = self.rt.block_on(tablinum_server::start_sserver(s)).unwrap();
+        let addr = r.grpc.to_string();
+        self.extra.push(r);
+        addr
     }
 
     /// A new client of this cluster with the admin token.

@@ -1,0 +1,575 @@
+//! The scan-server role: stateless servers of *eventual* reads. A scan
+//! server owns no tablet; it registers with the manager (with its group)
+//! and heartbeats, and serves Get, Head, Scan and ScanMany of any tablet
+//! from the file set the tablet's server last published, opened read-only
+//! from shared storage (`tablinum_engine::ReadOnlyStore`): no memtable, so
+//! unflushed writes are invisible, by design.
+//!
+//! Owns the cache of tablet views (one per tablet, re-opened once older
+//! than `metadata_ttl_ms`, in the background from 75 % of it; their file
+//! reservations renewed while in use and released when idle), the scan
+//! threads with the busy rule (`scan_queue`), and its counters. Never
+//! writes, flushes or deletes a tablet's files; every call but the four
+//! reads answers UNIMPLEMENTED.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tablinum_auth::{ClusterSecret, Need, Verifier};
+use tablinum_dispatch::busy::BusyTimeout;
+use tablinum_engine::{ReadOnlyStore, Shared};
+use tablinum_proto::v1::{self, manager_client::ManagerClient, tablet_server_server::TabletServer};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::config::SserverConfig;
+use crate::scan::{Credits, Cursor, Gate, ProducerMetrics, Slot};
+use crate::scan_queue::ScanQueue;
+use crate::{status_from_engine, Error};
+
+/// A stream of gRPC messages.
+type BoxStream<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+
+/// Counters of a scan server.
+#[derive(Debug, Default)]
+pub struct SserverMetrics {
+    /// Get and Head requests.
+    pub reads: AtomicU64,
+    /// Scan streams started.
+    pub scans: AtomicU64,
+    /// Scan streams running now.
+    pub scans_active: AtomicU64,
+    /// Rows sent by scans and gets.
+    pub rows_read: AtomicU64,
+    /// Scan batches sent.
+    pub batches_sent: AtomicU64,
+    /// Streams ended by the ack-wait timeout.
+    pub ack_timeouts: AtomicU64,
+    /// Tablet views opened (a file set read and reserved).
+    pub views_opened: AtomicU64,
+    /// Microseconds spent opening views (reading the manifest, reserving,
+    /// re-validating, opening tables), summed.
+    pub view_open_us: AtomicU64,
+    /// View lookups served from the cache.
+    pub view_hits: AtomicU64,
+    /// Requests refused (bad input, unknown tablet).
+    pub refused: AtomicU64,
+}
+
+/// One tablet's view and when it was opened.
+struct CachedView {
+    view: Arc<ReadOnlyStore>,
+    opened: Instant,
+    last_used: Mutex<Instant>,
+    refreshing: AtomicBool,
+}
+
+/// The scan-server role.
+pub struct Sserver {
+    cfg: SserverConfig,
+    id: String,
+    address: String,
+    http: String,
+    engine: Arc<Shared>,
+    views: Mutex<HashMap<(u64, u64), Arc<CachedView>>>,
+    /// The scan threads and their queue.
+    pub queue: Arc<ScanQueue>,
+    scan_bytes: Arc<crate::scan::ByteBudget>,
+    /// Counters.
+    pub metrics: SserverMetrics,
+    verifier: Arc<Verifier>,
+    client_tls: Option<tablinum_client::ClientTls>,
+    secret: ClusterSecret,
+}
+
+impl Sserver {
+    /// A scan server reporting `address` and `http` to its manager.
+    pub fn new(
+        cfg: SserverConfig,
+        address: String,
+        http: String,
+        secret: ClusterSecret,
+        verifier: Arc<Verifier>,
+    ) -> Result<Arc<Sserver>, Error> {
+        cfg.validate()?;
+        let engine = Shared::new(cfg.engine_shared())
+            .map_err(|e| Error::Config(format!("[sserver] {e}")))?;
+        let id = format!(
+            "ss-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        );
+        let client_tls = cfg.client_tls()?;
+        Ok(Arc::new(Sserver {
+            queue: ScanQueue::new(cfg.scan_threads, cfg.scan_queue_max),
+            scan_bytes: crate::scan::ByteBudget::new(
+                usize::try_from(cfg.scan_bytes_in_flight_max).unwrap_or(usize::MAX),
+            ),
+            cfg,
+            id,
+            address,
+            http,
+            engine,
+            views: Mutex::new(HashMap::new()),
+            metrics: SserverMetrics::default(),
+            verifier,
+            client_tls,
+            secret,
+        }))
+    }
+
+    /// Its id (unique per process).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its group.
+    pub fn group(&self) -> &str {
+        &self.cfg.group
+    }
+
+    /// Tablets with a cached view.
+    pub fn views_cached(&self) -> usize {
+        self.views.lock().len()
+    }
+
+    fn tablet_dir(&self, table_id: u64, tablet_id: u64) -> PathBuf {
+        self.cfg
+            .storage
+            .join("tables")
+            .join(table_id.to_string())
+            .join(tablet_id.to_string())
+    }
+
+    fn ttl(&self) -> Duration {
+        Duration::from_millis(self.cfg.metadata_ttl_ms)
+    }
+
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.cfg.reservation_lease_ms)
+    }
+
+    fn refuse(&self, s: Status) -> Status {
+        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        s
+    }
+
+    /// Opens a fresh view of a tablet (blocking: reads the manifest and
+    /// opens its tables).
+    fn open_view(&self, table_id: u64, tablet_id: u64) -> Result<Arc<CachedView>, Status> {
+        let dir = self.tablet_dir(table_id, tablet_id);
+        if !dir.is_dir() {
+            return Err(Status::failed_precondition(format!(
+                "not serving tablet {tablet_id} of table {table_id}: no such tablet in storage"
+            )));
+        }
+        let t = Instant::now();
+        let view = ReadOnlyStore::open(&dir, &self.engine, &self.id, self.lease()).map_err(
+            |e| match e {
+                tablinum_engine::Error::InvalidArgument { .. } => Status::failed_precondition(
+                    format!("not serving tablet {tablet_id} of table {table_id}: {e}"),
+                ),
+                e => status_from_engine(e),
+            },
+        )?;
+        self.metrics.views_opened.fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .view_open_us
+            .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let now = Instant::now();
+        let v = Arc::new(CachedView {
+            view: Arc::new(view),
+            opened: now,
+            last_used: Mutex::new(now),
+            refreshing: AtomicBool::new(false),
+        });
+        self.views.lock().insert((table_id, tablet_id), v.clone());
+        Ok(v)
+    }
+
+    /// The view a read of `(table_id, tablet_id)` uses: the cached one while
+    /// younger than the TTL (refreshed in the background once past 75 % of
+    /// it), else a fresh one.
+    async fn view(
+        self: &Arc<Self>,
+        table_id: u64,
+        tablet_id: u64,
+    ) -> Result<Arc<ReadOnlyStore>, Status> {
+        if table_id == 0 {
+            return Err(self.refuse(Status::invalid_argument(
+                "a scan server needs table_id (from TabletMap) in every request",
+            )));
+        }
+        let cached = self.views.lock().get(&(table_id, tablet_id)).cloned();
+        if let Some(c) = cached {
+            let age = c.opened.elapsed();
+            if age < self.ttl() {
+                *c.last_used.lock() = Instant::now();
+                self.metrics.view_hits.fetch_add(1, Ordering::Relaxed);
+                if age >= self.ttl() * 3 / 4 && !c.refreshing.swap(true, Ordering::AcqRel) {
+                    let me = self.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let _ = me.open_view(table_id, tablet_id);
+                    });
+                }
+                return Ok(c.view.clone());
+            }
+        }
+        let me = self.clone();
+        let v = tokio::task::spawn_blocking(move || me.open_view(table_id, tablet_id))
+            .await
+            .map_err(|e| Status::internal(format!("opening a tablet view failed: {e}")))??;
+        Ok(v.view.clone())
+    }
+
+    /// Renews the reservations of views in use and drops views idle for
+    /// longer than the TTL (their reservations go with them), every third
+    /// of the lease, until `stop`.
+    pub async fn maintain_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let period = self.lease() / 3;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+            let me = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let ttl = me.ttl();
+                let views: Vec<((u64, u64), Arc<CachedView>)> = me
+                    .views
+                    .lock()
+                    .iter()
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect();
+                for (k, v) in views {
+                    if v.last_used.lock().elapsed() > ttl {
+                        me.views.lock().remove(&k);
+                    } else if let Err(e) = v.view.renew(me.lease()) {
+                        tracing::warn!(table = k.0, tablet = k.1, error = %e,
+                            "renewing a reservation failed; dropping the view");
+                        me.views.lock().remove(&k);
+                    }
+                }
+            })
+            .await;
+        }
+    }
+
+    /// Heartbeats to the manager every `heartbeat_interval_ms` until `stop`.
+    pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let ep = match tablinum_client::endpoint(&self.cfg.manager, self.client_tls.as_ref()) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(manager = %self.cfg.manager, error = %e, "bad manager address; not heartbeating");
+                return;
+            }
+        };
+        let mut mgr = ManagerClient::with_interceptor(
+            ep.connect_lazy(),
+            tablinum_auth::Bearer::new(Some(&self.secret.credential())),
+        );
+        let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
+        let mut failing = false;
+        loop {
+            let (running, queued) = self.queue.depth();
+            let req = v1::ScanServerHeartbeatRequest {
+                server_id: self.id.clone(),
+                address: self.address.clone(),
+                http: self.http.clone(),
+                group: self.cfg.group.clone(),
+                scans_running: u32::try_from(running).unwrap_or(u32::MAX),
+                queue_depth: u32::try_from(queued).unwrap_or(u32::MAX),
+                batches_total: self.queue.batches_total.load(Ordering::Relaxed),
+                busy_total: self.queue.busy_total.load(Ordering::Relaxed),
+                tokens_version: self.verifier.tokens_version(),
+            };
+            match mgr.scan_server_heartbeat(req).await {
+                Ok(r) => {
+                    failing = false;
+                    let r = r.into_inner();
+                    if r.tokens_changed {
+                        self.verifier
+                            .set_tokens(r.tokens_version, crate::tserver::grants(&r.tokens));
+                    }
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(manager = %self.cfg.manager, error = %e.message(), "scan server heartbeat failed");
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// The slot of one scan of `view`.
+    fn open_slot(
+        &self,
+        start: &v1::ScanStart,
+        view: Arc<ReadOnlyStore>,
+    ) -> Result<(Slot, u32), Status> {
+        let (window, rows_max) =
+            crate::scan::scan_limits(start, self.cfg.stream_limit, self.cfg.batch_rows)
+                .map_err(|s| self.refuse(s))?;
+        // A tablet's store holds only its own keys: no clipping needed.
+        let hi = if start.end.is_empty() {
+            std::ops::Bound::Unbounded
+        } else {
+            std::ops::Bound::Excluded(start.end.as_slice())
+        };
+        let range = (std::ops::Bound::Included(start.start.as_slice()), hi);
+        let cursor = if !start.index.is_empty() {
+            Cursor::Index {
+                store: view,
+                name: start.index.clone(),
+                lo: std::ops::Bound::Included(start.start.clone()),
+                end: start.end.clone(),
+                last: None,
+                buf: Default::default(),
+                done: false,
+            }
+        } else if start.keys_only {
+            Cursor::Keys(view.scan_heads(range).map_err(status_from_engine)?)
+        } else {
+            Cursor::Objects(view.scan_objects(range).map_err(status_from_engine)?)
+        };
+        Ok((
+            Slot {
+                cursor: Some(cursor),
+                lookahead: None,
+                rows_max: rows_max.max(1),
+                limit: if start.limit == 0 {
+                    u64::MAX
+                } else {
+                    start.limit
+                },
+                rows_read: Arc::new(AtomicU64::new(0)),
+            },
+            window,
+        ))
+    }
+
+    fn busy_timeout(&self, ms: u32) -> Result<Option<BusyTimeout>, Status> {
+        if ms == 0 {
+            return Ok(None);
+        }
+        BusyTimeout::from_ms(u64::from(ms))
+            .map(Some)
+            .map_err(|e| self.refuse(Status::invalid_argument(format!("busy_timeout_ms: {e}"))))
+    }
+
+    /// Runs the slots of one stream on the scan threads.
+    fn spawn_producer(
+        self: &Arc<Self>,
+        slots: Vec<Slot>,
+        windows: &[u32],
+        busy: Option<BusyTimeout>,
+    ) -> (
+        Arc<Credits>,
+        tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>>,
+    ) {
+        let credits = Credits::new(
+            windows,
+            usize::try_from(self.cfg.stream_bytes_in_flight_max).unwrap_or(usize::MAX),
+            self.scan_bytes.clone(),
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
+        let ack_wait = Duration::from_millis(self.cfg.ack_wait_timeout_ms);
+        let me = self.clone();
+        let c = credits.clone();
+        let gate = Gate {
+            queue: self.queue.clone(),
+            busy,
+        };
+        tokio::spawn(async move {
+            me.metrics.scans.fetch_add(1, Ordering::Relaxed);
+            me.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
+            let m: Arc<dyn ProducerMetrics> = me.clone();
+            crate::scan::produce(slots, c, tx, bytes_max, ack_wait, m, Some(gate)).await;
+            me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
+        });
+        (credits, tokio_stream::wrappers::ReceiverStream::new(rx))
+    }
+
+    /// An eventual point read: the key's tablet view, on a scan thread.
+    async fn read_one(
+        self: &Arc<Self>,
+        r: &v1::GetRequest,
+    ) -> Result<Option<tablinum_engine::Head>, Status> {
+        let view = self.view(r.table_id, r.tablet_id).await?;
+        let _running = self
+            .queue
+            .enter(None)
+            .await
+            .map_err(|e| crate::scan::busy_status(&e))?;
+        self.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        let key = r.key.clone();
+        tokio::task::block_in_place(|| view.head(&key)).map_err(status_from_engine)
+    }
+}
+
+impl ProducerMetrics for Sserver {
+    fn batch_sent(&self, rows: usize) {
+        self.metrics
+            .rows_read
+            .fetch_add(rows as u64, Ordering::Relaxed);
+        self.metrics.batches_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ack_timeout(&self) {
+        self.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The gRPC face of a scan server (the TabletServer service, reads only).
+pub struct SserverService(pub Arc<Sserver>);
+
+fn read_only(call: &str) -> Status {
+    Status::unimplemented(format!(
+        "{call}: a scan server serves eventual reads only (Get, Head, Scan, ScanMany)"
+    ))
+}
+
+fn authorize<T>(req: &Request<T>, call: &str) -> Result<(), Status> {
+    tablinum_auth::authorize(req, Need::Read, call).map(|_| ())
+}
+
+#[tonic::async_trait]
+impl TabletServer for SserverService {
+    async fn write(
+        &self,
+        _req: Request<v1::WriteRequest>,
+    ) -> Result<Response<v1::WriteResponse>, Status> {
+        Err(read_only("Write"))
+    }
+
+    async fn get(&self, req: Request<v1::GetRequest>) -> Result<Response<v1::GetResponse>, Status> {
+        authorize(&req, "Get")?;
+        let r = req.into_inner();
+        let ss = self.0.clone();
+        let view = ss.view(r.table_id, r.tablet_id).await?;
+        let _running = ss
+            .queue
+            .enter(None)
+            .await
+            .map_err(|e| crate::scan::busy_status(&e))?;
+        ss.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        let v = tokio::task::block_in_place(|| view.get(&r.key)).map_err(status_from_engine)?;
+        Ok(Response::new(v1::GetResponse {
+            found: v.is_some(),
+            value: v.unwrap_or_default(),
+        }))
+    }
+
+    async fn head(
+        &self,
+        req: Request<v1::GetRequest>,
+    ) -> Result<Response<v1::HeadResponse>, Status> {
+        authorize(&req, "Head")?;
+        let r = req.into_inner();
+        let h = self.0.read_one(&r).await?;
+        Ok(Response::new(crate::scan::head_response(h)))
+    }
+
+    type ScanStream = BoxStream<v1::ScanBatch>;
+
+    async fn scan(
+        &self,
+        req: Request<Streaming<v1::ScanClientMessage>>,
+    ) -> Result<Response<Self::ScanStream>, Status> {
+        use v1::scan_client_message::Msg;
+        authorize(&req, "Scan")?;
+        let ss = self.0.clone();
+        let mut inbound = req.into_inner();
+        let start = match inbound.message().await? {
+            Some(v1::ScanClientMessage {
+                msg: Some(Msg::Start(s)),
+            }) => s,
+            _ => {
+                return Err(ss.refuse(Status::invalid_argument(
+                    "a scan stream must begin with a start message",
+                )))
+            }
+        };
+        let busy = ss.busy_timeout(start.busy_timeout_ms)?;
+        let view = ss.view(start.table_id, start.tablet_id).await?;
+        let (slot, window) = ss.open_slot(&start, view)?;
+        let (credits, rx) = ss.spawn_producer(vec![slot], &[window], busy);
+        crate::scan::read_scan_acks(inbound, credits);
+        let out = crate::scan::scan_batches(rx);
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    type ScanManyStream = BoxStream<v1::ScanManyBatch>;
+
+    async fn scan_many(
+        &self,
+        req: Request<Streaming<v1::ScanManyClientMessage>>,
+    ) -> Result<Response<Self::ScanManyStream>, Status> {
+        use v1::scan_many_client_message::Msg;
+        authorize(&req, "ScanMany")?;
+        let ss = self.0.clone();
+        let mut inbound = req.into_inner();
+        let starts = match inbound.message().await? {
+            Some(v1::ScanManyClientMessage {
+                msg: Some(Msg::Start(s)),
+            }) => s.scans,
+            _ => {
+                return Err(ss.refuse(Status::invalid_argument(
+                    "a scan-many stream must begin with a start message",
+                )))
+            }
+        };
+        let max = tablinum_proto::TABLETS_PER_TABLE_MAX as usize;
+        if starts.is_empty() || starts.len() > max {
+            return Err(ss.refuse(Status::invalid_argument(format!(
+                "a scan-many stream has {} scans; 1..={max} are allowed",
+                starts.len()
+            ))));
+        }
+        let busy = ss.busy_timeout(starts[0].busy_timeout_ms)?;
+        let mut slots = Vec::with_capacity(starts.len());
+        let mut windows = Vec::with_capacity(starts.len());
+        for (i, st) in starts.iter().enumerate() {
+            let r = async {
+                let view = ss.view(st.table_id, st.tablet_id).await?;
+                ss.open_slot(st, view)
+            }
+            .await
+            .map_err(|e| Status::new(e.code(), format!("scan {i}: {}", e.message())))?;
+            slots.push(r.0);
+            windows.push(r.1);
+        }
+        let (credits, rx) = ss.spawn_producer(slots, &windows, busy);
+        crate::scan::read_scan_many_acks(inbound, credits);
+        let out =
+            tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    type QueryStream = BoxStream<v1::QueryResponse>;
+
+    async fn query(
+        &self,
+        _req: Request<v1::QueryRequest>,
+    ) -> Result<Response<Self::QueryStream>, Status> {
+        Err(read_only("Query"))
+    }
+
+    async fn flush(
+        &self,
+        _req: Request<v1::FlushRequest>,
+    ) -> Result<Response<v1::FlushResponse>, Status> {
+        Err(read_only("Flush"))
+    }
+}

@@ -1,0 +1,243 @@
+//! Scan servers end to end on loopback sockets: registration, eventual
+//! scans that see exactly what was flushed, the staleness bound without an
+//! explicit flush, busy shedding under load with every row still correct,
+//! and bad input.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::TestCluster;
+use tablinum_client::{Consistency, Durability, Mutation, Query, Split};
+
+fn value(n: u64, version: u64) -> Vec<u8> {
+    let mut v = format!("v{version}-{n:06}-").into_bytes();
+    v.resize(2_000, (n % 251) as u8);
+    v
+}
+
+fn key(n: u64) -> Vec<u8> {
+    format!("{:016x}", common::mix(n)).into_bytes()
+}
+
+fn write_all(c: &TestCluster, table: &str, n: u64, version: u64) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
+        let m: Vec<Mutation> = chunk
+            .iter()
+            .map(|&i| Mutation {
+                key: key(i),
+                value: value(i, version),
+                ..Default::default()
+            })
+            .collect();
+        c.client.write_routed(table, m).unwrap();
+    }
+}
+
+fn eventual(table: &str) -> Query {
+    Query {
+        consistency: Consistency::Eventual {
+            profile: None,
+            busy_timeout_ms: None,
+        },
+        ..Query::new(table)
+    }
+}
+
+/// Waits (bounded) until the manager lists `n` scan servers.
+fn wait_sservers(c: &TestCluster, n: usize) {
+    let t0 = Instant::now();
+    while c.client.status().unwrap().scan_servers.len() < n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "scan servers never registered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn eventual_scans_read_what_was_flushed_and_see_new_writes_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |t| t.flush_max_age_ms = 500);
+    c.add_sserver(|s| {
+        s.group = "default".into();
+        s.metadata_ttl_ms = 300;
+    });
+    c.add_sserver(|s| s.metadata_ttl_ms = 300);
+    wait_sservers(&c, 2);
+    let st = c.client.status().unwrap();
+    assert!(st.scan_servers.iter().all(|s| s.group == "default"));
+    c.client
+        .create_table("ev", Split::Even(4), Durability::Sync)
+        .unwrap();
+    c.wait_open("ev", 4);
+    write_all(&c, "ev", 400, 1);
+    c.client.flush("ev").unwrap();
+    // Every flushed row, each exactly once, in key order.
+    let t0 = Instant::now();
+    let (rows, stats) = loop {
+        let (rows, stats) = c.client.query_vec(&eventual("ev")).unwrap();
+        if rows.len() == 400 || t0.elapsed() > Duration::from_secs(10) {
+            break (rows, stats);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(rows.len(), 400, "{stats:?}");
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = (0..400).map(|n| (key(n), value(n, 1))).collect();
+    want.sort();
+    let got: Vec<(Vec<u8>, Vec<u8>)> = rows.into_iter().map(|r| (r.key, r.value)).collect();
+    assert_eq!(got, want);
+    assert!(stats.attempts >= 4, "{stats:?}");
+    assert_eq!(stats.served_by_tserver, 0, "{stats:?}");
+
+    // New versions, no explicit flush: visible to eventual scans within
+    // flush_max_age_ms + metadata_ttl_ms (+ a heartbeat and a flush).
+    write_all(&c, "ev", 400, 2);
+    let t0 = Instant::now();
+    loop {
+        let (rows, _) = c.client.query_vec(&eventual("ev")).unwrap();
+        assert_eq!(rows.len(), 400);
+        let fresh = rows.iter().filter(|r| r.value.starts_with(b"v2-")).count();
+        // Never a mixed-up or damaged row: each is version 1 or 2 of its key.
+        for r in &rows {
+            let n = (0..400).find(|&n| key(n) == r.key).unwrap();
+            assert!(r.value == value(n, 1) || r.value == value(n, 2));
+        }
+        if fresh == 400 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{fresh} of 400 new versions visible after {:?}",
+            t0.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn busy_scan_servers_shed_load_and_every_row_is_still_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    for _ in 0..3 {
+        c.add_sserver(|s| s.scan_threads = 1);
+    }
+    wait_sservers(&c, 3);
+    c.client
+        .create_table("hot", Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open("hot", 1);
+    write_all(&c, "hot", 1_000, 1);
+    c.client.flush("hot").unwrap();
+    let mut want: Vec<Vec<u8>> = (0..1_000).map(key).collect();
+    want.sort();
+    // Many concurrent eventual scans of one hot tablet with a 1 ms busy
+    // timeout on scan servers of one scan thread each.
+    let addr = c.addr();
+    let admin = c.admin.clone();
+    let threads: Vec<_> = (0..12)
+        .map(|_| {
+            let (addr, admin, want) = (addr.clone(), admin.clone(), want.clone());
+            std::thread::spawn(move || {
+                let client = common::client_as(&addr, &admin);
+                let mut busy = 0;
+                for _ in 0..4 {
+                    let q = Query {
+                        consistency: Consistency::Eventual {
+                            profile: None,
+                            busy_timeout_ms: Some(1),
+                        },
+                        batch_rows: 20,
+                        ..Query::new("hot")
+                    };
+                    let (rows, stats) = client.query_vec(&q).unwrap();
+                    let keys: Vec<Vec<u8>> = rows.iter().map(|r| r.key.clone()).collect();
+                    assert_eq!(keys, want, "rows lost, repeated or out of order");
+                    busy += stats.busy_answers;
+                }
+                busy
+            })
+        })
+        .collect();
+    let busy: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(busy > 0, "no scan server ever answered busy");
+}
+
+#[test]
+fn bad_eventual_requests_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    let ss = c.add_sserver(|_| {});
+    wait_sservers(&c, 1);
+    c.client
+        .create_table("b", Split::Even(1), Durability::Sync)
+        .unwrap();
+    c.wait_open("b", 1);
+    let q = |profile: Option<&str>, busy: Option<u64>| Query {
+        consistency: Consistency::Eventual {
+            profile: profile.map(str::to_string),
+            busy_timeout_ms: busy,
+        },
+        ..Query::new("b")
+    };
+    let e = c.client.query_vec(&q(Some("nope"), None)).unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    for bad in [0, 3_600_001] {
+        let e = c.client.query_vec(&q(None, Some(bad))).unwrap_err();
+        assert!(e.to_string().contains("busy timeout"), "{e}");
+    }
+    let e = c
+        .client
+        .query_vec(&Query {
+            index: Some(b"i".to_vec()),
+            ..q(None, None)
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("index"), "{e}");
+    // The scan server itself: reads only, table ids required.
+    c.rt.block_on(async {
+        let mut raw = common::raw_tserver(&ss).await;
+        let w = raw
+            .write(tablinum_proto::v1::WriteRequest {
+                table: "b".into(),
+                mutations: vec![tablinum_proto::v1::Mutation {
+                    key: b"k".to_vec(),
+                    value: b"v".to_vec(),
+                    ..Default::default()
+                }],
+                table_id: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(w.code(), tonic::Code::Unimplemented, "{w:?}");
+        let g = raw
+            .get(tablinum_proto::v1::GetRequest {
+                table: "b".into(),
+                key: b"k".to_vec(),
+                table_id: 0,
+                tablet_id: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(g.code(), tonic::Code::InvalidArgument, "{g:?}");
+        let g = raw
+            .get(tablinum_proto::v1::GetRequest {
+                table: "b".into(),
+                key: b"k".to_vec(),
+                table_id: 9_999,
+                tablet_id: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(g.code(), tonic::Code::FailedPrecondition, "{g:?}");
+    });
+    // A scan server pointed at a missing storage root does not start.
+    let cfg = tablinum_server::SserverConfig {
+        storage: dir.path().join("missing"),
+        cluster_secret_file: dir.path().join("cluster.secret"),
+        ..Default::default()
+    };
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("storage") && e.contains("missing"), "{e}");
+}
