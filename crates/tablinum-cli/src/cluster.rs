@@ -445,10 +445,18 @@ pub struct ScanArgs {
     /// built-in default).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Eventual scans: a TOML file of dispatcher profiles (see
-    /// docs/dispatcher.md).
+    /// Eventual scans: a TOML file of dispatcher profiles.
     #[arg(long)]
     pub dispatcher: Option<PathBuf>,
+    /// Only rows whose key or value contains STR (run on the servers).
+    #[arg(long)]
+    pub grep: Option<String>,
+    /// Only rows whose key starts with P (run on the servers).
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Print only the number of matching rows.
+    #[arg(long)]
+    pub count: bool,
 }
 
 /// `tablinum scan ...`.
@@ -489,6 +497,13 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
         } else {
             tablinum_client::Consistency::Immediate
         },
+        filter: (a.grep.is_some() || a.prefix.is_some() || a.count).then(|| {
+            tablinum_client::Filter {
+                grep: a.grep.clone().unwrap_or_default().into_bytes(),
+                key_prefix: a.prefix.clone().unwrap_or_default().into_bytes(),
+                count_only: a.count,
+            }
+        }),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut err = None;
@@ -515,6 +530,9 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
             return Err(e.into());
         }
     }
+    if a.count {
+        out!("{}", stats.rows_matched);
+    }
     if a.stats {
         eprintln!(
             "rows returned {} skipped {} sent {} wasted {} waits {} tablets {}",
@@ -524,6 +542,10 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
             stats.rows_wasted,
             stats.waits,
             stats.tablets
+        );
+        eprintln!(
+            "rows examined on the servers {} matched {}",
+            stats.rows_examined, stats.rows_matched
         );
         if eventual {
             eprintln!(

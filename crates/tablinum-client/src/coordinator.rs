@@ -39,6 +39,13 @@ use tonic::Status;
 
 use crate::sortkey;
 
+/// Rows the servers of a query read and matched (from every batch).
+#[derive(Debug, Default)]
+pub(crate) struct ExaminedCounters {
+    pub rows: AtomicU64,
+    pub matched: AtomicU64,
+}
+
 /// What the pump task hands one slot.
 enum Msg2 {
     /// Rows, last, the sort key of the row after them.
@@ -150,6 +157,7 @@ pub(crate) fn open_many(
     index: bool,
     idle: Duration,
     progress: Arc<AtomicU64>,
+    examined: Arc<ExaminedCounters>,
 ) -> Vec<GrpcSource> {
     let n = starts.len();
     let windows: Vec<u32> = starts.iter().map(|s| s.window).collect();
@@ -218,6 +226,8 @@ pub(crate) fn open_many(
                             continue;
                         };
                         counter.fetch_add(b.rows.len() as u64, Ordering::Relaxed);
+                        examined.rows.fetch_add(b.examined, Ordering::Relaxed);
+                        examined.matched.fetch_add(b.matched, Ordering::Relaxed);
                         last_seen[i] |= b.last;
                         let sort_key = |r: v1::Row| {
                             if index {

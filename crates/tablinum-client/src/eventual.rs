@@ -65,6 +65,8 @@ pub(crate) struct Plan {
     pub progress: Arc<AtomicU64>,
     /// The query's counters.
     pub counters: Arc<EventualCounters>,
+    /// Rows the servers read and matched.
+    pub examined: Arc<coordinator::ExaminedCounters>,
 }
 
 struct State {
@@ -225,6 +227,7 @@ impl EventualSource {
             false,
             self.plan.idle,
             self.plan.progress.clone(),
+            self.plan.examined.clone(),
         );
         let src = srcs.remove(0);
         if let Some(p) = src.pump.lock().take() {

@@ -253,6 +253,30 @@ pub struct Query {
     /// Where the tablets are read (default: immediate, on their tablet
     /// servers).
     pub consistency: Consistency,
+    /// A filter the servers run where the data is (none: every row).
+    pub filter: Option<Filter>,
+}
+
+/// A server-side row filter; every set condition must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only rows whose key or value contains these bytes (1..=1024; empty:
+    /// no condition).
+    pub grep: Vec<u8>,
+    /// Only rows whose key starts with these bytes (empty: no condition).
+    pub key_prefix: Vec<u8>,
+    /// Return no rows, only the count (`QueryStats::rows_matched`).
+    pub count_only: bool,
+}
+
+impl Filter {
+    fn to_wire(&self) -> v1::ScanFilter {
+        v1::ScanFilter {
+            grep: self.grep.clone(),
+            key_prefix: self.key_prefix.clone(),
+            count_only: self.count_only,
+        }
+    }
 }
 
 /// Where a query reads.
@@ -287,6 +311,7 @@ impl Query {
             batch_rows: 0,
             keys_only: false,
             consistency: Consistency::Immediate,
+            filter: None,
         }
     }
 }
@@ -322,6 +347,11 @@ pub struct QueryStats {
     pub stalls: u64,
     /// Attempts after retryable failures.
     pub retries: u32,
+    /// Rows the servers read for this query (before any filter).
+    pub rows_examined: u64,
+    /// Rows that matched the query's filter (all rows read without one;
+    /// the count of a count-only query).
+    pub rows_matched: u64,
     /// Eventual queries: tablet scan attempts made (one per tablet when
     /// nothing was busy or failed).
     pub attempts: u64,
@@ -976,6 +1006,7 @@ impl AsyncClient {
         let handle = tokio::runtime::Handle::current();
         let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counters = Arc::new(eventual::EventualCounters::default());
+        let examined = Arc::new(coordinator::ExaminedCounters::default());
         let mut sources: Vec<Source> = Vec::with_capacity(tablets.len());
         if let Consistency::Eventual {
             profile,
@@ -1000,6 +1031,7 @@ impl AsyncClient {
                     keys_only: q.keys_only,
                     table_id: loc.table.id,
                     busy_timeout_ms: 0,
+                    filter: q.filter.as_ref().map(Filter::to_wire),
                 };
                 sources.push(Source::Eventual(Box::new(eventual::EventualSource::new(
                     self.clone(),
@@ -1012,6 +1044,7 @@ impl AsyncClient {
                         idle: self.inner.cfg.idle_timeout,
                         progress: progress.clone(),
                         counters: counters.clone(),
+                        examined: examined.clone(),
                     },
                 ))));
             }
@@ -1034,6 +1067,7 @@ impl AsyncClient {
                 keys_only: q.keys_only,
                 table_id: loc.table.id,
                 busy_timeout_ms: 0,
+                filter: q.filter.as_ref().map(Filter::to_wire),
             };
             match by_server.iter_mut().find(|(s, _)| *s == t.server.as_str()) {
                 Some((_, v)) => v.push(start),
@@ -1050,6 +1084,7 @@ impl AsyncClient {
                     q.index.is_some(),
                     self.inner.cfg.idle_timeout,
                     progress.clone(),
+                    examined.clone(),
                 )
                 .into_iter()
                 .map(Source::Grpc),
@@ -1129,6 +1164,8 @@ impl AsyncClient {
                         .map(|v| v.clone())
                         .unwrap_or_default(),
                     served_by_tserver: counters.served_by_tserver.load(Ordering::Relaxed),
+                    rows_examined: examined.rows.load(Ordering::Relaxed),
+                    rows_matched: examined.matched.load(Ordering::Relaxed),
                 })
             }
             Err(e) => {

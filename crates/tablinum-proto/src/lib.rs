@@ -55,6 +55,12 @@ pub fn check_server_id(id: &str) -> Result<(), String> {
     })
 }
 
+/// Longest grep pattern of a scan filter, bytes.
+pub const FILTER_GREP_BYTES_MAX: usize = 1024;
+/// Rows a filtered batch examines at most per row it may return: a rare
+/// match does not turn one batch into a scan of the whole tablet.
+pub const FILTER_EXAMINE_PER_ROW_MAX: usize = 64;
+
 /// Longest scan-server group name, bytes.
 pub const GROUP_BYTES_MAX: usize = 64;
 /// Longest busy timeout of a scan, ms (one hour).

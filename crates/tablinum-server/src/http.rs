@@ -472,6 +472,25 @@ impl Node {
                 );
             }
             h.push_str(
+                "</table><h2>Scan servers</h2><table><tr><th>id</th><th>address</th><th>group</th>\
+                 <th>last heartbeat</th><th>running</th><th>queued</th><th>batches</th><th>busy</th></tr>",
+            );
+            for s in &snap.scan_servers {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{} ms ago</td>\
+                     <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                    esc(&s.id),
+                    esc(&s.address),
+                    esc(&s.group),
+                    s.last_heartbeat_ms,
+                    s.scans_running,
+                    s.queue_depth,
+                    s.batches_total,
+                    s.busy_total,
+                );
+            }
+            h.push_str(
                 "</table><h2>Tables</h2><table><tr><th>name</th><th>id</th><th>tablets</th><th>durability</th></tr>",
             );
             for t in &snap.tables {
@@ -485,6 +504,26 @@ impl Node {
                 );
             }
             h.push_str("</table>");
+        }
+        if let Some(ss) = &self.sserver {
+            let (running, queued) = ss.queue.depth();
+            let m = &ss.metrics;
+            let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            let _ = write!(
+                h,
+                "<h2>This scan server</h2><p>{} &middot; group {} &middot; {} tablet views cached</p>\
+                 <div class=\"cards\"><div><b>{running}</b>batches running</div><div><b>{queued}</b>queued</div>\
+                 <div><b>{}</b>batches run</div><div class=\"{}\"><b>{}</b>busy answers</div>\
+                 <div><b>{}</b>scans</div><div><b>{}</b>view cache hits</div></div>",
+                esc(ss.id()),
+                esc(ss.group()),
+                ss.views_cached(),
+                c(&ss.queue.batches_total),
+                if c(&ss.queue.busy_total) > 0 { "warn" } else { "" },
+                c(&ss.queue.busy_total),
+                c(&m.scans),
+                c(&m.view_hits),
+            );
         }
         if let Some(ts) = &self.tserver {
             let open = ts.open_tablets();

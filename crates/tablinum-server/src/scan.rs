@@ -311,18 +311,87 @@ pub const MESSAGE_BYTES_BUDGET: usize = tablinum_proto::GRPC_MESSAGE_BYTES_MAX -
 /// Smallest index page fetched at once, rows (a page is two batches).
 const INDEX_PAGE_ROWS_MIN: usize = 16;
 
+/// A scan's server-side filter (the `ScanFilter` of its start): runs where
+/// the data is, on tablet and scan servers alike.
+#[derive(Debug, Clone, Default)]
+pub struct RowFilter {
+    grep: Vec<u8>,
+    key_prefix: Vec<u8>,
+    /// Send no rows, only counts.
+    pub count_only: bool,
+}
+
+/// Rows read and rows matching the filter, since they were last taken.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Examined {
+    /// Rows read from storage.
+    pub rows: u64,
+    /// Of those, rows that matched.
+    pub matched: u64,
+}
+
+impl RowFilter {
+    /// The filter of a scan start (none when it sets no condition), or
+    /// INVALID_ARGUMENT naming what is wrong.
+    pub fn from_wire(
+        f: Option<&tablinum_proto::v1::ScanFilter>,
+    ) -> Result<Option<RowFilter>, tonic::Status> {
+        let Some(f) = f else { return Ok(None) };
+        if f.grep.len() > tablinum_proto::FILTER_GREP_BYTES_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "filter grep of {} bytes is over the limit {}",
+                f.grep.len(),
+                tablinum_proto::FILTER_GREP_BYTES_MAX
+            )));
+        }
+        if f.key_prefix.len() > tablinum_engine::options::KEY_BYTES_MAX {
+            return Err(tonic::Status::invalid_argument(format!(
+                "filter key_prefix of {} bytes is over the key limit {}",
+                f.key_prefix.len(),
+                tablinum_engine::options::KEY_BYTES_MAX
+            )));
+        }
+        if f.grep.is_empty() && f.key_prefix.is_empty() && !f.count_only {
+            return Ok(None);
+        }
+        Ok(Some(RowFilter {
+            grep: f.grep.clone(),
+            key_prefix: f.key_prefix.clone(),
+            count_only: f.count_only,
+        }))
+    }
+
+    fn matches(&self, r: &Row) -> bool {
+        let contains = |hay: &[u8]| {
+            self.grep.len() <= hay.len() && hay.windows(self.grep.len()).any(|w| w == self.grep)
+        };
+        r.key.starts_with(&self.key_prefix)
+            && (self.grep.is_empty() || contains(&r.key) || contains(&r.value))
+    }
+}
+
 impl Cursor {
     /// Next batch of at most `rows_max` rows and about `bytes_max` bytes;
-    /// `(rows, exhausted)`.
+    /// `(rows, exhausted)`. With a filter only matching rows are kept (none
+    /// with `count_only`), and a batch examines at most
+    /// `rows_max * FILTER_EXAMINE_PER_ROW_MAX` rows; `seen` counts what was
+    /// read and what matched.
     pub fn next_batch(
         &mut self,
         rows_max: usize,
         bytes_max: usize,
+        filter: Option<&RowFilter>,
+        seen: &mut Examined,
     ) -> tablinum_engine::Result<(Vec<Row>, bool)> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
+        let examine_max = (rows_max.max(1) * tablinum_proto::FILTER_EXAMINE_PER_ROW_MAX) as u64;
+        let mut examined = 0u64;
         loop {
-            if out.len() >= rows_max || (bytes >= bytes_max && !out.is_empty()) {
+            if out.len() >= rows_max
+                || (bytes >= bytes_max && !out.is_empty())
+                || (filter.is_some() && examined >= examine_max)
+            {
                 return Ok((out, false));
             }
             let row = match self {
@@ -403,6 +472,19 @@ impl Cursor {
                     }
                 }
             };
+            examined += 1;
+            seen.rows += 1;
+            if let Some(f) = filter {
+                if !f.matches(&row) {
+                    continue;
+                }
+                seen.matched += 1;
+                if f.count_only {
+                    continue;
+                }
+            } else {
+                seen.matched += 1;
+            }
             bytes += row_bytes(&row);
             out.push(row);
         }
@@ -421,6 +503,10 @@ pub struct Slot {
     pub limit: u64,
     /// Its tablet's count of rows read.
     pub rows_read: Arc<std::sync::atomic::AtomicU64>,
+    /// Its server-side filter.
+    pub filter: Option<RowFilter>,
+    /// Rows examined and matched since its last batch went out.
+    pub seen: Examined,
 }
 
 /// Up to `want` rows of `slot`, the row read ahead first.
@@ -446,8 +532,12 @@ fn read_batch(
         // Ledger-only batches inline: a block_in_place per small batch
         // costs a worker hand-off (measured: the top of the profile at
         // q = 192). Value reads may wait on the disk.
-        Some(c) if c.ledger_only() => c.next_batch(rest, budget)?,
-        Some(c) => tokio::task::block_in_place(|| c.next_batch(rest, budget))?,
+        Some(c) if c.ledger_only() => {
+            c.next_batch(rest, budget, slot.filter.as_ref(), &mut slot.seen)?
+        }
+        Some(c) => tokio::task::block_in_place(|| {
+            c.next_batch(rest, budget, slot.filter.as_ref(), &mut slot.seen)
+        })?,
     };
     rows.extend(more);
     Ok((rows, exhausted))
@@ -555,7 +645,8 @@ pub async fn produce(
             // Read one row ahead: its key tells the merge where this slot
             // continues, and an exhausted cursor makes this batch the last.
             let mut next = None;
-            if !last {
+            let count_only = slot.filter.as_ref().is_some_and(|f| f.count_only);
+            if !last && !count_only {
                 match read_batch(slot, 1, usize::MAX) {
                     Ok((mut one, ex)) => match one.pop() {
                         Some(row) => {
@@ -592,11 +683,14 @@ pub async fn produce(
                 msg_bytes = 0;
             }
             msg_bytes += batch_bytes;
+            let seen = std::mem::take(&mut slot.seen);
             msg.push(tablinum_proto::v1::SlotBatch {
                 slot: u32::try_from(i).unwrap_or(u32::MAX),
                 rows,
                 last,
                 next,
+                examined: seen.rows,
+                matched: seen.matched,
             });
             if msg_bytes >= bytes_max {
                 if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
@@ -742,6 +836,8 @@ pub fn scan_batches(
                             rows: b.rows,
                             last: b.last,
                             next: b.next,
+                            examined: b.examined,
+                            matched: b.matched,
                         })
                     })
                     .collect(),

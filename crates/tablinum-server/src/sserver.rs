@@ -353,6 +353,9 @@ impl Sserver {
                     start.limit
                 },
                 rows_read: Arc::new(AtomicU64::new(0)),
+                filter: crate::scan::RowFilter::from_wire(start.filter.as_ref())
+                    .map_err(|s| self.refuse(s))?,
+                seen: Default::default(),
             },
             window,
         ))

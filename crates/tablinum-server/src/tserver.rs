@@ -437,6 +437,9 @@ impl Tserver {
                 rows_max,
                 limit,
                 rows_read: tablet.rows_read.clone(),
+                filter: crate::scan::RowFilter::from_wire(start.filter.as_ref())
+                    .map_err(|s| self.refuse(s))?,
+                seen: Default::default(),
             },
             window,
         ))
@@ -1080,6 +1083,11 @@ impl TabletRpc for TserverService {
             batch_rows: 0,
             keys_only: r.keys_only,
             consistency: tablinum_client::Consistency::Immediate,
+            filter: r.filter.map(|f| tablinum_client::Filter {
+                grep: f.grep,
+                key_prefix: f.key_prefix,
+                count_only: f.count_only,
+            }),
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
         tokio::spawn(async move {

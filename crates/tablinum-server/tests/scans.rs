@@ -129,6 +129,7 @@ fn coordinated_scans_match_a_model_for_q_1_to_192() {
                 batch_rows,
                 keys_only,
                 consistency: tablinum_client::Consistency::Immediate,
+                filter: None,
             };
             let in_range = |k: &Vec<u8>| *k >= start && (end.is_empty() || *k < end);
             let take = if limit == 0 {

@@ -241,3 +241,83 @@ fn bad_eventual_requests_say_what_is_wrong() {
     let e = cfg.validate().unwrap_err().to_string();
     assert!(e.contains("storage") && e.contains("missing"), "{e}");
 }
+
+#[test]
+fn server_side_filters_run_identically_on_tablet_and_scan_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    c.add_sserver(|_| {});
+    wait_sservers(&c, 1);
+    c.client
+        .create_table("g", Split::Even(3), Durability::Nosync)
+        .unwrap();
+    c.wait_open("g", 3);
+    // Random hex rows, as in the report's grep test; "def" sometimes.
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..3_000u64)
+        .map(|n| {
+            let k = format!("{:016x}", common::mix(n)).into_bytes();
+            let v = format!("{:016x}{:016x}", common::mix(n + 7), common::mix(n + 11)).into_bytes();
+            (k, v)
+        })
+        .collect();
+    let m: Vec<Mutation> = rows
+        .iter()
+        .map(|(k, v)| Mutation {
+            key: k.clone(),
+            value: v.clone(),
+            ..Default::default()
+        })
+        .collect();
+    c.client.write_routed("g", m).unwrap();
+    c.client.flush("g").unwrap();
+    let contains = |h: &[u8], n: &[u8]| h.windows(n.len()).any(|w| w == n);
+    let mut want: Vec<&(Vec<u8>, Vec<u8>)> = rows
+        .iter()
+        .filter(|(k, v)| contains(k, b"def") || contains(v, b"def"))
+        .collect();
+    want.sort();
+    assert!(!want.is_empty() && want.len() < 1_000, "{}", want.len());
+    for consistency in [
+        Consistency::Immediate,
+        Consistency::Eventual {
+            profile: None,
+            busy_timeout_ms: None,
+        },
+    ] {
+        let grep = |count_only| Query {
+            consistency: consistency.clone(),
+            filter: Some(tablinum_client::Filter {
+                grep: b"def".to_vec(),
+                count_only,
+                ..Default::default()
+            }),
+            ..Query::new("g")
+        };
+        let (got, stats) = c.client.query_vec(&grep(false)).unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = got.into_iter().map(|r| (r.key, r.value)).collect();
+        let want_rows: Vec<(Vec<u8>, Vec<u8>)> = want.iter().map(|r| (*r).clone()).collect();
+        assert_eq!(got, want_rows, "{consistency:?}");
+        // Work done on the servers vs rows returned: every row examined.
+        assert_eq!(stats.rows_examined, 3_000, "{consistency:?} {stats:?}");
+        assert_eq!(stats.rows_matched, want.len() as u64, "{stats:?}");
+        let (none, stats) = c.client.query_vec(&grep(true)).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(stats.rows_matched, want.len() as u64, "{stats:?}");
+        assert_eq!(stats.rows_sent, 0, "{stats:?}");
+        // A key prefix.
+        let (got, _) = c
+            .client
+            .query_vec(&Query {
+                consistency: consistency.clone(),
+                filter: Some(tablinum_client::Filter {
+                    key_prefix: b"a".to_vec(),
+                    ..Default::default()
+                }),
+                ..Query::new("g")
+            })
+            .unwrap();
+        let n = rows.iter().filter(|(k, _)| k.starts_with(b"a")).count();
+        assert_eq!(got.len(), n);
+        assert!(got.iter().all(|r| r.key.starts_with(b"a")));
+    }
+}

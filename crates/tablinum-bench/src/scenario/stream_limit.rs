@@ -1275,6 +1275,7 @@ pub fn cell_query(table: &str, limit: CellLimit, fixed_batch_rows: u32) -> Query
         batch_rows: limit.batch_rows(fixed_batch_rows),
         keys_only: true,
         consistency: tablinum_client::Consistency::Immediate,
+        filter: None,
     }
 }
 
