@@ -1,8 +1,10 @@
-//! Charts: `summary.png` of one run and `compare.png` of several.
+//! Charts: `summary.png` of one run, `compare.png` of several, and the
+//! panels a report scenario asks for.
 //!
 //! Owns the chart layouts (after basho_bench's `priv/summary.r`: throughput on
 //! top, then per op the mean/median/95th, 99th, 99.9th and max latency panels
-//! in ms; and the throughput overlay of `priv/compare.r`) and the embedded
+//! in ms; the throughput overlay of `priv/compare.r`; a scenario's stack of
+//! [`Panel`]s over any x axis, [`draw_panels`]) and the embedded
 //! DejaVu Sans font, so no system font is needed. It must never read result
 //! files or compute statistics: callers hand it the series.
 
@@ -29,6 +31,9 @@ pub const TITLE_HEIGHT_PX: u32 = 36;
 pub const THROUGHPUT_PANEL_HEIGHT_PX: u32 = 320;
 /// Height of one op's row of latency panels, pixels.
 pub const LATENCY_ROW_HEIGHT_PX: u32 = 240;
+
+/// The x axis of the time-series panels.
+const ELAPSED: &str = "elapsed (s)";
 
 /// A named series of `(x, y)` points.
 struct Series {
@@ -84,7 +89,7 @@ fn chart_err(file: &Path) -> impl Fn(String) -> BenchError + '_ {
 fn panel(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     title: &str,
-    y_desc: &str,
+    (x_desc, y_desc): (&str, &str),
     x_max: f64,
     lines: &[Series],
 ) -> Result<(), String> {
@@ -119,7 +124,7 @@ fn panel(
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
-        .x_desc("elapsed (s)")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .y_label_formatter(&y_fmt)
         .label_style((FONT, 12))
@@ -183,7 +188,7 @@ pub fn draw_summary(
     panel(
         &top,
         "Throughput",
-        "ops/s",
+        (ELAPSED, "ops/s"),
         x_max,
         &[
             series("ok", ok, palette(0)),
@@ -229,7 +234,14 @@ pub fn draw_summary(
                 ),
             ];
             for (col, (title, lines)) in panels.iter().enumerate() {
-                panel(&cells[row * 4 + col], title, "latency (ms)", x_max, lines).map_err(&err)?;
+                panel(
+                    &cells[row * 4 + col],
+                    title,
+                    (ELAPSED, "latency (ms)"),
+                    x_max,
+                    lines,
+                )
+                .map_err(&err)?;
             }
         }
     }
@@ -271,6 +283,76 @@ pub fn draw_compare(file: &Path, title: &str, runs: &[RunSeries]) -> Result<(), 
         .iter()
         .map(|r| series(r.label.clone(), r.points.clone(), palette(r.group)))
         .collect();
-    panel(&root, "Throughput per interval", "ops/s", x_max, &lines).map_err(&err)?;
+    panel(
+        &root,
+        "Throughput per interval",
+        (ELAPSED, "ops/s"),
+        x_max,
+        &lines,
+    )
+    .map_err(&err)?;
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+/// One line of a [`Panel`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// Legend text.
+    pub label: String,
+    /// `(x, y)` points in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Line {
+    /// A line labelled `label` through `points`.
+    pub fn new(label: impl Into<String>, points: Vec<(f64, f64)>) -> Line {
+        Line {
+            label: label.into(),
+            points,
+        }
+    }
+}
+
+/// One panel of [`draw_panels`]: lines over one x axis starting at 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// Caption.
+    pub title: String,
+    /// x axis description (`q (tablets)`).
+    pub x_desc: String,
+    /// y axis description (`rows/s`).
+    pub y_desc: String,
+    /// The lines; line `i` gets colour [`palette`]`(i)`.
+    pub lines: Vec<Line>,
+}
+
+/// Draws `panels` one above the other, each [`THROUGHPUT_PANEL_HEIGHT_PX`] high.
+pub fn draw_panels(file: &Path, title: &str, panels: &[Panel]) -> Result<(), BenchError> {
+    let err = chart_err(file);
+    font_ready().map_err(&err)?;
+    let rows = panels.len().max(1);
+    let height = TITLE_HEIGHT_PX + THROUGHPUT_PANEL_HEIGHT_PX * rows as u32;
+    let root = BitMapBackend::new(file, (CHART_WIDTH_PX, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let root = root
+        .titled(title, (FONT, 20))
+        .map_err(|e| err(e.to_string()))?;
+    let areas = root.split_evenly((rows, 1));
+    for (area, p) in areas.iter().zip(panels) {
+        let x_max = p
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|pt| pt.0))
+            .filter(|x| x.is_finite())
+            .fold(0.0f64, f64::max)
+            * 1.05;
+        let lines: Vec<Series> = p
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| series(l.label.clone(), l.points.clone(), palette(i)))
+            .collect();
+        panel(area, &p.title, (&p.x_desc, &p.y_desc), x_max, &lines).map_err(&err)?;
+    }
     root.present().map_err(|e| err(e.to_string()))
 }

@@ -115,6 +115,16 @@ pub enum BenchError {
         /// What went wrong (with the tail of the cluster's log when it helps).
         reason: String,
     },
+    /// A scenario stopped after a run that makes going on pointless (e.g.
+    /// no request of it succeeded); the results so far were written.
+    ScenarioAborted {
+        /// The run (`[3/44] q=8 10×1 r1`).
+        run: String,
+        /// What happened.
+        reason: String,
+        /// Where the results so far are.
+        out: PathBuf,
+    },
     /// A scenario finished but some of its runs failed; the results of the
     /// others were written.
     ScenarioIncomplete {
@@ -184,6 +194,11 @@ impl fmt::Display for BenchError {
             BenchError::Cluster { action, reason } => {
                 write!(f, "cluster: {action} failed: {reason}")
             }
+            BenchError::ScenarioAborted { run, reason, out } => write!(
+                f,
+                "scenario stopped after run {run}: {reason}; results so far are in {}",
+                out.display()
+            ),
             BenchError::ScenarioIncomplete { failed, total, out } => write!(
                 f,
                 "{failed} of {total} runs failed (see scenario.json and the run.log files in {})",

@@ -11,8 +11,10 @@
 //! [`chart`] (PNG); [`mod@compare`] reads run directories back; [`targets`] maps
 //! `--target` names to stores (`cluster` through [`local_cluster`], a
 //! `tablinum up` child process); [`scenario`] reproduces the reports'
-//! experiments (each run a child process under a cgroup memory limit, or a
-//! cluster child process for `stream-limit`); [`cli`] wires the subcommands.
+//! experiments on one framework ([`scenario::framework`]: plan, child
+//! processes and clusters, statistics, verdicts, outputs), each scenario
+//! holding only its plan, its measured cell and its tables; [`cli`] wires
+//! the subcommands.
 
 pub mod chart;
 pub mod cli;

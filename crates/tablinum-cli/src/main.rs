@@ -1,6 +1,9 @@
 //! The `tablinum` binary. Argument parsing and wiring only; the logic lives
 //! in the library crates (`tablinum-engine`, `tablinum-server`,
-//! `tablinum-client`, `tablinum-bench`).
+//! `tablinum-client`, and with the `bench` feature, on by default,
+//! `tablinum-bench`). Built without `bench`, the binary carries no
+//! benchmark harness (no plotters, indicatif or HDR histograms) and
+//! `tablinum bench` fails naming the feature.
 
 mod cluster;
 mod shell;
@@ -185,9 +188,25 @@ enum Command {
         out: PathBuf,
     },
     /// The benchmark harness: run workloads, compare runs, reproduce reports.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(tablinum_bench::cli::BenchCommand),
+    /// The benchmark harness (not in this build: it was compiled without the
+    /// `bench` feature).
+    #[cfg(not(feature = "bench"))]
+    Bench {
+        /// Whatever was asked of it.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
 }
+
+/// What `tablinum bench` says in a build without the harness.
+#[cfg(not(feature = "bench"))]
+const NO_BENCH: &str = "`tablinum bench` is not in this build: tablinum-cli was compiled \
+    without its `bench` feature (the benchmark harness). Rebuild with it, e.g. `cargo build \
+    --release -p tablinum-cli --features bench` (it is on by default; \
+    `--no-default-features` leaves it out)";
 
 fn main() {
     let cli = Cli::parse();
@@ -242,7 +261,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
+        #[cfg(feature = "bench")]
         Command::Bench(cmd) => tablinum_bench::cli::execute(cmd)?,
+        #[cfg(not(feature = "bench"))]
+        Command::Bench { .. } => anyhow::bail!(NO_BENCH),
         Command::Jepsen {
             seconds,
             seed,

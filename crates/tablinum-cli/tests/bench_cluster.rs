@@ -50,13 +50,34 @@ fn stream_limit_scenario_writes_the_reports_cells() {
         "8",
         "--stream-limits",
         "10,adaptive",
+        "--fair-windows",
+        "5",
+        "--fair-batch-rows",
+        "8,share",
         "--out",
         &out_s,
     ]);
     let stdout = ok(&o);
     assert!(stdout.contains("| 8 | 10 | 1 |"), "{stdout}");
     assert!(stdout.contains("| 8 | adaptive | auto |"), "{stdout}");
+    // The fair grid: window 5 with 8 rows and with the share (1000 / 8) per batch.
+    assert!(stdout.contains("| 8 | 5 | 8 |"), "{stdout}");
+    assert!(stdout.contains("| 8 | 5 | 125 |"), "{stdout}");
+    assert!(
+        stdout.contains("## Adaptive against the best fixed (window, batch rows) pair"),
+        "{stdout}"
+    );
     assert!(stdout.contains("## Targets"), "{stdout}");
+    assert!(
+        stdout.contains("- (c) fair grid: adaptive ≥ the best fixed (window, batch rows) pair"),
+        "{stdout}"
+    );
+    assert!(
+        ["**PASS**", "**MISS**"].iter().any(|v| stdout
+            .lines()
+            .any(|l| l.starts_with("- (c)") && l.contains(v))),
+        "{stdout}"
+    );
     // Every cell carries the report's fields, under these names.
     let text = std::fs::read_to_string(out.join("scenario.json")).unwrap_or_else(|e| panic!("{e}"));
     for field in [
@@ -67,6 +88,8 @@ fn stream_limit_scenario_writes_the_reports_cells() {
         "\"rows_per_sec_stddev_pct\"",
         "\"ratio_vs_10\"",
         "\"wasted_rows_per_request\"",
+        "\"fair\"",
+        "\"best_batch_rows\"",
         "\"git_commit\"",
         "\"machine\"",
         "\"command_line\"",
@@ -85,7 +108,7 @@ fn stream_limit_scenario_writes_the_reports_cells() {
         "{}",
         r.command_line
     );
-    assert_eq!(r.cells.len(), 2, "{text}");
+    assert_eq!(r.cells.len(), 4, "{text}");
     for c in &r.cells {
         assert_eq!(c.q, 8);
         assert!(c.rows_per_sec_mean > 0.0, "{c:?}");
@@ -95,10 +118,20 @@ fn stream_limit_scenario_writes_the_reports_cells() {
     assert_eq!(r.cells[0].stream_limit, CellLimit(WindowMode::Fixed(10)));
     assert_eq!(r.cells[0].ratio_vs_10, Some(1.0));
     assert_eq!(r.cells[1].stream_limit, CellLimit(WindowMode::Adaptive));
-    assert_eq!(r.targets.len(), 2);
+    assert_eq!(
+        (r.cells[2].stream_limit, r.cells[2].batch_rows),
+        (CellLimit(WindowMode::Fixed(5)), 8)
+    );
+    assert_eq!(r.cells[3].batch_rows, 125);
+    assert_eq!(r.fair.len(), 1, "{text}");
+    assert!(r.fair[0].adaptive_rows_sent_per_request > 0.0, "{text}");
+    assert_eq!(r.targets.len(), 3);
+    assert_eq!(r.targets[2].id, "c");
+    assert!(!r.targets[2].checks.is_empty(), "{text}");
     let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert_eq!(csv.lines().count(), 5, "{csv}");
     assert!(out.join("README.md").is_file());
+    assert!(out.join("scenario.png").is_file());
     assert!(
         !out.join("cluster-data").exists(),
         "the cluster's data is removed"

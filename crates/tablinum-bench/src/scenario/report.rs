@@ -1,11 +1,13 @@
-//! A scenario's numbers and tables: per-run metrics, per-target statistics over
-//! repeats, deltas between targets, and the markdown the volume report prints.
+//! The volume scenario's numbers and tables: per-run metrics, per-target
+//! statistics over repeats, deltas between targets, and the markdown the
+//! volume report prints.
 //!
-//! Owns the `scenario.json` schema below the top level ([`VariantReport`],
-//! [`TargetReport`], [`Stat`], [`Delta`], [`RunRecord`], [`RunMetrics`]) and
-//! the pure functions that build and render them. Everything here is a pure
-//! function of run summaries: it must never run, read or write anything, so it
-//! can be tested on synthetic summaries.
+//! Owns the volume `scenario.json` schema below the top level
+//! ([`VariantReport`], [`TargetReport`], [`Delta`], [`RunRecord`],
+//! [`RunMetrics`]; [`Stat`] and the number formats are the framework's,
+//! re-exported here) and the pure functions that build and render them.
+//! Everything here is a pure function of run summaries: it must never run,
+//! read or write anything, so it can be tested on synthetic summaries.
 //!
 //! A delta is the report's "TPS Delta": `subject / peer - 1` in percent, where
 //! the subject is the first target of the scenario (tablinum by default). With
@@ -17,41 +19,17 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::CgroupStats;
-use crate::compare::{Ratio, Sample};
+use super::framework::stats::{self, Ratio};
+use super::framework::RunResult;
 use crate::output::RunSummary;
 use crate::workload::{Op, Workload};
+
+pub use super::framework::output::{mib, pct, thousands, trim_float};
+pub use super::framework::stats::Stat;
 
 /// Below this ratio of data written to the memory limit, a run is flagged: its
 /// data may still have fitted in the page cache.
 pub const DATA_TO_LIMIT_RATIO_MIN: f64 = 2.0;
-
-/// Mean, sample standard deviation and the per-repeat values of one metric.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stat {
-    /// Arithmetic mean over the successful repeats (0 when there are none).
-    pub mean: f64,
-    /// Sample standard deviation (n − 1); 0 for fewer than two values.
-    pub sd: f64,
-    /// One value per successful repeat, in run order.
-    pub values: Vec<f64>,
-}
-
-impl Stat {
-    /// The statistics of `values`.
-    pub fn of(values: Vec<f64>) -> Stat {
-        let s = Sample::of(&values);
-        Stat {
-            mean: s.mean,
-            sd: s.sd,
-            values,
-        }
-    }
-
-    /// As a [`Sample`] for ratios.
-    pub fn sample(&self) -> Sample {
-        Sample::of(&self.values)
-    }
-}
 
 /// What one child run measured, taken from its `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +109,35 @@ pub struct RunRecord {
     pub metrics: Option<RunMetrics>,
     /// What its memory cgroup accounted (runs under a limit only).
     pub memory: Option<CgroupStats>,
+}
+
+impl RunResult for RunRecord {
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    fn line(&self) -> String {
+        match (&self.error, &self.metrics) {
+            (None, Some(m)) => format!(
+                "done in {:.1} s: {} ops/s (last {} s: {}), {} written{}",
+                self.wall_s,
+                thousands(m.ops_per_sec, 1),
+                trim_float(m.last_window_s),
+                thousands(m.last_window_ops_per_sec, 1),
+                mib(m.data_written_bytes as f64),
+                self.memory.map_or_else(String::new, |c| format!(
+                    ", peak rss {}, peak with page cache {}",
+                    mib(c.max_rss_bytes as f64),
+                    mib(c.max_usage_bytes as f64)
+                )),
+            ),
+            (e, _) => format!(
+                "FAILED after {:.1} s: {}",
+                self.wall_s,
+                e.as_deref().unwrap_or("unknown error")
+            ),
+        }
+    }
 }
 
 /// One target within one variant: statistics over its successful repeats.
@@ -219,8 +226,9 @@ impl Delta {
     /// `subject` against `peer`.
     pub fn of(subject: (&str, &TargetReport), peer: (&str, &TargetReport)) -> Delta {
         let ratio = |s: &Stat, p: &Stat| -> Option<Ratio> {
-            (!s.values.is_empty() && !p.values.is_empty() && p.mean > 0.0)
-                .then(|| Ratio::of(&p.sample(), &s.sample()))
+            (p.mean > 0.0)
+                .then(|| stats::ratio(&p.sample(), &s.sample()))
+                .flatten()
         };
         let overall = ratio(&subject.1.ops_per_sec, &peer.1.ops_per_sec);
         let last = ratio(
@@ -464,62 +472,6 @@ pub fn report_table(variants: &[VariantReport]) -> String {
     s
 }
 
-/// `+35.2%`, `-4.5%`, or `n/a`.
-pub fn pct(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p.is_finite() => format!("{p:+.1}%"),
-        _ => "n/a".to_string(),
-    }
-}
-
-/// Bytes as MiB, one decimal (`1,024.0 MiB`).
-pub fn mib(bytes: f64) -> String {
-    format!("{} MiB", thousands(bytes / (1u64 << 20) as f64, 1))
-}
-
-/// `x` with `decimals` decimals and thousands separators (`12,679.91`).
-pub fn thousands(x: f64, decimals: usize) -> String {
-    if !x.is_finite() {
-        return "n/a".to_string();
-    }
-    let text = format!("{:.*}", decimals, x.abs());
-    let (int, frac) = match text.split_once('.') {
-        Some((i, f)) => (i.to_string(), Some(f.to_string())),
-        None => (text, None),
-    };
-    let mut grouped = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    let sign = if x < 0.0 && text_is_nonzero(&grouped, frac.as_deref()) {
-        "-"
-    } else {
-        ""
-    };
-    match frac {
-        Some(f) => format!("{sign}{grouped}.{f}"),
-        None => format!("{sign}{grouped}"),
-    }
-}
-
-fn text_is_nonzero(int: &str, frac: Option<&str>) -> bool {
-    int.chars()
-        .chain(frac.unwrap_or("").chars())
-        .any(|c| c.is_ascii_digit() && c != '0')
-}
-
-/// A float without a useless fractional part (`2`, `2.5`).
-pub fn trim_float(x: f64) -> String {
-    if (x - x.round()).abs() < 0.05 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -724,20 +676,5 @@ mod tests {
         assert!(v.notes.is_empty(), "{:?}", v.notes);
         let report = report_table(&[v]);
         assert!(report.contains("| **+50.0%** | +14.7% |"), "{report}");
-    }
-
-    #[test]
-    fn numbers_are_formatted_like_the_report() {
-        assert_eq!(thousands(12_679.912, 2), "12,679.91");
-        assert_eq!(thousands(999.0, 0), "999");
-        assert_eq!(thousands(1_000_000.0, 0), "1,000,000");
-        assert_eq!(thousands(-1234.5, 1), "-1,234.5");
-        assert_eq!(thousands(-0.01, 1), "0.0");
-        assert_eq!(thousands(f64::NAN, 1), "n/a");
-        assert_eq!(pct(Some(-4.48)), "-4.5%");
-        assert_eq!(pct(Some(70.81)), "+70.8%");
-        assert_eq!(pct(None), "n/a");
-        assert_eq!(trim_float(2.0), "2");
-        assert_eq!(trim_float(2.5), "2.5");
     }
 }

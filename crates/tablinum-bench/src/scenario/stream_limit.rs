@@ -1,13 +1,13 @@
 //! The CouchDB `stream_limit` report (apache/couchdb PR #2360, "Make the
 //! rexi:stream2 interface unacked message limit configurable"), on
-//! tablinum's coordinated index queries.
+//! tablinum's coordinated index queries, with a fair grid beside it.
 //!
 //! The report: 1000 rows requested from a random `startkey` with `limit` in a
 //! view of 10M documents, q ∈ {8, 32, 96, 192} shards, `stream_limit` 10
 //! against 5; mean rows/s over 3-minute runs, std-dev %, the ratio to 10 and
 //! its 3 std-dev %. Here:
-//! - One cluster (`tablinum up` as a child process on free ports, or
-//!   `--cluster ADDR`). Per q a table `sl_q{q}` of `q` tablets
+//! - One cluster ([`framework::cluster`]: `tablinum up` as a child process on
+//!   free ports, or `--cluster ADDR`). Per q a table `sl_q{q}` of `q` tablets
 //!   (`Split::Even(q)`) holding [`FULL_ROWS`] rows (`--rows`): key = 8 bytes
 //!   big-endian of [`splitmix64`]`(i)` (keys spread over every tablet), a
 //!   16-byte value, and one term in index `v` = 8 bytes big-endian of
@@ -17,53 +17,74 @@
 //!   [`LIMIT_ROWS`], keys only. Every tablet holds ~1000/q of the rows
 //!   wanted, exactly the report's situation. Starts are drawn from the part
 //!   of the term space that still has [`LIMIT_ROWS`] rows after it.
-//! - The cells: `Fixed(5)`, `Fixed(10)`, `Fixed(100)` with one row per batch
-//!   (`batch_rows = 1`: one row per message, as rexi sends view rows), and
-//!   `Adaptive` with `batch_rows = 0` (the client sizes batches and windows
-//!   from the query's need: `limit / q` rows per tablet).
-//! - Runs: per q (tables are loaded once each, then dropped), `R` repeats;
-//!   within a repeat every cell once in a seeded shuffled order; each run a
-//!   closed loop of `C` client threads sharing one `Client`, a warm-up, then
-//!   `T` measured seconds. rows/s = rows returned / measured seconds.
-//! - Statistics: mean and sample std-dev over the repeats; the ratio to
-//!   `stream_limit` 10 at the same q and its 3 std-dev in percent,
-//!   `3·√(cv_a² + cv_b²)`, the method of [`crate::compare::Ratio`] and of the
-//!   report's own table (0.12% and 0.56% give its 1.718%).
+//! - The report's cells: `Fixed(5)`, `Fixed(10)`, `Fixed(100)` with one row
+//!   per batch (`batch_rows = 1`: one row per message, as rexi sends view
+//!   rows), and `Adaptive` with `batch_rows = 0` (the client sizes batches
+//!   and windows from the query's need: `limit / q` rows per tablet).
+//! - The fair grid: adaptive also batches rows, so part of what it gains
+//!   over one row per message is batching. Fixed windows [`FAIR_WINDOWS`] ×
+//!   batch rows [`FAIR_BATCH_ROWS`] (8, 32 and ⌈limit / q⌉, a tablet's share
+//!   of the limit in one batch) are measured beside the report's cells, and
+//!   adaptive is reported against the best fixed (window, batch rows) pair
+//!   at every q, in rows/s and in rows sent per request ([`fair_of`]).
+//! - Runs ([`framework::plan`]): per q (tables are loaded once each, then
+//!   dropped), `R` repeats; within a repeat every cell once in a seeded
+//!   shuffled order; each run a closed loop ([`framework::driver`]) of `C`
+//!   client threads sharing one `Client`, a warm-up, then `T` measured
+//!   seconds. rows/s = rows returned / measured seconds.
+//! - Statistics ([`framework::stats`]): mean and sample std-dev over the
+//!   repeats; the ratio to `stream_limit` 10 at the same q and its 3 std-dev
+//!   in percent, `3·√(cv_a² + cv_b²)` (the report's own table: 0.12% and
+//!   0.56% give its 1.718%).
 //!
-//! Owns the plan, the data set, the load, the closed loop, `scenario.json`,
-//! `runs.csv`, `README.md` and the two targets it checks: (a) at q = 192
-//! adaptive ≥ [`TARGET_RATIO_MIN`] × `stream_limit` 10; (b) at every q
-//! adaptive is not slower than the best fixed limit by more than the 3
-//! std-dev of their ratio. Unlike the volume scenario it measures in its own
-//! process: the client — and so the coordinator's merge, which is part of
-//! what is measured — runs here, the cluster in its child process. It must
-//! never run two measured loops at once, never keep a table it created
-//! beyond its q, and never change the cluster's settings.
+//! Owns the plan's cells ([`grid`]), the measured cell (one closed loop of
+//! queries, [`StreamLimit`]), its data set ([`data`]), its tables and the
+//! three targets it checks ([`table`], [`check_targets`]): (a) at q = 192 adaptive ≥ [`TARGET_RATIO_MIN`] ×
+//! `stream_limit` 10; (b) at every q adaptive is not slower than the best of
+//! the report's fixed limits by more than the 3 std-dev of their ratio; (c)
+//! the fair grid: adaptive ≥ the best fixed (window, batch rows) pair at
+//! every q within 3 std-dev, and at q = [`FAIR_SENT_Q`] it sends no more than
+//! [`FAIR_SENT_RATIO_MAX`] × the rows the query needs. Unlike the volume
+//! scenario it measures in its own process: the client — and so the
+//! coordinator's merge, which is part of what is measured — runs here, the
+//! cluster in its child process. It must never run two measured loops at
+//! once, never keep a table it created beyond its q, and never change the
+//! cluster's settings.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+pub mod data;
+pub mod table;
 
-use hdrhistogram::Histogram;
-use rand::{RngExt, SeedableRng};
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
-use tablinum_client::{
-    Client, ClientConfig, Durability, Error as ClientError, IndexTerm, Mutation, Query, Split,
-};
+use tablinum_client::{Client, Durability, Error as ClientError, Query, Split};
 use tablinum_stream::window::WindowMode;
 
-use super::machine::{self, Machine};
-use super::report::{thousands, trim_float};
-use super::{ChildCommand, SCENARIO_JSON};
-use crate::compare::{Ratio, Sample};
+use self::data::client_err;
+use self::table::opt;
+use super::framework::cluster::{with_cluster, ClusterArgs, ClusterInfo};
+use super::framework::driver::{closed_loop, Counts};
+use super::framework::output::{thousands, trim_float, ChartSpec, Report, SCENARIO_JSON};
+use super::framework::plan::{Group, Interleave, Plan};
+use super::framework::preset::{check_distinct, check_range, check_seconds, usage, Preset};
+use super::framework::verdict::{targets_markdown, TargetCheck};
+use super::framework::{self, RunAt, RunResult, Scenario};
+use super::ChildCommand;
 use crate::error::BenchError;
 use crate::generators::BenchRng;
-use crate::local_cluster::LocalCluster;
-use crate::output;
-use crate::progress::Progress;
-use crate::stats::new_histogram;
+
+pub use self::data::{
+    load, random_start, row_key, row_mutation, row_term, splitmix64, start_span, table_name,
+    LoadRecord,
+};
+pub use self::table::{
+    cells_of, cells_table, check_targets, fair_of, fair_table, scenario_chart, CellReport,
+    FairComparison,
+};
+pub use super::framework::cluster::{CLUSTER_DATA_DIR, CLUSTER_LOG};
+pub use super::framework::output::{README_MD, RUNS_CSV};
+pub use super::framework::plan::shuffled;
+pub use super::framework::verdict::Verdict;
 
 /// The shard counts of the report (its q column).
 pub const QS: [u32; 4] = [8, 32, 96, 192];
@@ -78,11 +99,21 @@ pub const STREAM_LIMITS: [WindowMode; 4] = [
 pub const BASELINE_STREAM_LIMIT: u32 = 10;
 /// Rows per request (the report's `limit`).
 pub const LIMIT_ROWS: u64 = 1000;
-/// Rows per batch of the fixed cells: one row per message, as rexi sends.
+/// Rows per batch of the report's fixed cells: one row per message, as rexi sends.
 pub const FIXED_BATCH_ROWS: u32 = 1;
 /// Rows per batch of the adaptive cell: 0, the client sizes batches from the
 /// query's need.
 pub const ADAPTIVE_BATCH_ROWS: u32 = 0;
+/// Windows (batches) of the fair grid's fixed cells.
+pub const FAIR_WINDOWS: [u32; 3] = [2, 5, 10];
+/// Rows per batch of the fair grid's fixed cells.
+pub const FAIR_BATCH_ROWS: [BatchRows; 3] =
+    [BatchRows::Rows(8), BatchRows::Rows(32), BatchRows::Share];
+/// Target (c): the q at which adaptive's rows sent per request are checked.
+pub const FAIR_SENT_Q: u32 = 8;
+/// Target (c): most rows adaptive may send per request at [`FAIR_SENT_Q`],
+/// as a multiple of the rows the query needs ([`LIMIT_ROWS`]).
+pub const FAIR_SENT_RATIO_MAX: f64 = 1.5;
 /// Name of the secondary index the queries read.
 pub const INDEX: &[u8] = b"v";
 /// Bytes of every value.
@@ -116,73 +147,89 @@ pub const FULL_DURATION_S: f64 = 30.0;
 /// Warm-up seconds per run in full mode.
 pub const FULL_WARMUP_S: f64 = 5.0;
 /// Rows per table with `--quick`: the full data set. Loading 1M rows takes
-/// ~10 s per table here (release build, 2 cores), so the four loads and the
-/// 48 runs of 6 s fit in 10 minutes.
+/// ~10 s per table here (release build, 2 cores).
 pub const QUICK_ROWS: u64 = FULL_ROWS;
 /// Repeats with `--quick`.
 pub const QUICK_REPEAT: u32 = 3;
-/// Measured seconds per run with `--quick`.
-pub const QUICK_DURATION_S: f64 = 5.0;
+/// Measured seconds per run with `--quick`: the 10–13 cells per q of the
+/// report's and the fair grid, 3 repeats, 4 q and the loads fit in about
+/// 10 minutes.
+pub const QUICK_DURATION_S: f64 = 3.0;
 /// Warm-up seconds per run with `--quick`.
-pub const QUICK_WARMUP_S: f64 = 1.0;
+pub const QUICK_WARMUP_S: f64 = 0.5;
 
 /// Target (a): q it is checked at.
 pub const TARGET_Q: u32 = 192;
 /// Target (a): adaptive rows/s over `stream_limit` 10 at [`TARGET_Q`].
 pub const TARGET_RATIO_MIN: f64 = 1.5;
 
-/// Raw per-run lines.
-pub const RUNS_CSV: &str = "runs.csv";
-/// The markdown report.
-pub const README_MD: &str = "README.md";
-/// The started cluster's data, inside `--out` unless `--dir`.
-pub const CLUSTER_DATA_DIR: &str = "cluster-data";
-/// The started cluster's output.
-pub const CLUSTER_LOG: &str = "cluster.log";
+/// The chart of rows/s and rows sent per request against q.
+pub const SCENARIO_PNG: &str = "scenario.png";
 /// The header of [`RUNS_CSV`].
 pub const RUNS_CSV_HEADER: &str = "q,stream_limit,batch_rows,repeat,position,sequence,clients,\
     elapsed_s,requests,errors,rows_returned,rows_per_sec,rows_sent_per_request,\
     rows_wasted_per_request,waits_per_request,stalls_per_request,retries,p50_us,p99_us,mean_us";
 /// How the runs are ordered (recorded in `scenario.json`).
 pub const RUN_ORDER: &str = "q in turn (each table loaded once, dropped after its runs); within \
-    a q, repeats in turn; within a repeat, every stream_limit once in a seeded shuffled order; \
-    each run a warm-up, then the measured closed loop";
+    a q, repeats in turn; within a repeat, every cell (stream_limit × batch rows) once in a \
+    seeded shuffled order; each run a warm-up, then the measured closed loop";
 /// How the 3 std-dev of a ratio is computed (recorded in `scenario.json`).
 pub const THREE_SD_METHOD: &str = "3·√(cv_a² + cv_b²) in percent of the ratio, cv = sample \
     std-dev / mean over the repeats (crate::compare::Ratio; the report's own method)";
 
+/// What `--quick` and a full run differ in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamLimitShape {
+    /// Rows per table.
+    pub rows: u64,
+    /// Repeats per cell.
+    pub repeat: u32,
+    /// Measured seconds per run.
+    pub duration_s: f64,
+    /// Warm-up seconds per run.
+    pub warmup_s: f64,
+}
+
+/// The quick and full presets.
+pub const PRESETS: Preset<StreamLimitShape> = Preset {
+    quick: StreamLimitShape {
+        rows: QUICK_ROWS,
+        repeat: QUICK_REPEAT,
+        duration_s: QUICK_DURATION_S,
+        warmup_s: QUICK_WARMUP_S,
+    },
+    full: StreamLimitShape {
+        rows: FULL_ROWS,
+        repeat: FULL_REPEAT,
+        duration_s: FULL_DURATION_S,
+        warmup_s: FULL_WARMUP_S,
+    },
+};
+
 /// `tablinum bench scenario stream-limit` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StreamLimitArgs {
-    /// Short runs (3 repeats of 1 s warm-up + 5 s; under 10 minutes on 2
-    /// cores). Default: 10 repeats of 5 s warm-up + 30 s.
+    /// Short runs (3 repeats of 0.5 s warm-up + 3 s; about 10 minutes on 2
+    /// cores). Default: 10 repeats of 5 s warm-up + 30 s (about 5 hours).
     #[arg(long)]
     pub quick: bool,
-    /// Output directory (scenario.json, runs.csv, README.md, cluster.log).
-    /// Must not hold an earlier scenario.
+    /// Output directory (scenario.json, runs.csv, README.md, scenario.png,
+    /// cluster.log). Must not hold an earlier scenario.
     #[arg(long)]
     pub out: PathBuf,
-    /// Data directory of the started cluster (default OUT/cluster-data;
-    /// removed at the end unless --keep-data). Must be empty or absent.
-    #[arg(long, conflicts_with = "cluster")]
-    pub dir: Option<PathBuf>,
-    /// Keep the started cluster's data directory.
-    #[arg(long)]
-    pub keep_data: bool,
-    /// Use the running cluster at this gRPC address instead of starting one
-    /// (its tables `sl_q<q>` must not exist; they are dropped after use).
-    #[arg(long)]
-    pub cluster: Option<String>,
+    /// The cluster measured.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Rows per table (default 1,000,000).
     #[arg(long)]
     pub rows: Option<u64>,
     /// Repeats per cell (default 3 with --quick, else 10).
     #[arg(long)]
     pub repeat: Option<u32>,
-    /// Measured seconds per run (default 5 with --quick, else 30).
+    /// Measured seconds per run (default 3 with --quick, else 30).
     #[arg(long)]
     pub duration_s: Option<f64>,
-    /// Warm-up seconds before each run (default 1 with --quick, else 5; 0: none).
+    /// Warm-up seconds before each run (default 0.5 with --quick, else 5; 0: none).
     #[arg(long)]
     pub warmup_s: Option<f64>,
     /// Client threads of the closed loop, sharing one client.
@@ -191,21 +238,28 @@ pub struct StreamLimitArgs {
     /// Tablet counts, comma-separated (default 8,32,96,192).
     #[arg(long = "q", value_delimiter = ',')]
     pub q: Vec<u32>,
-    /// Stream limits, comma-separated numbers or `adaptive` (default 5,10,100,adaptive).
+    /// The report's stream limits, comma-separated numbers or `adaptive`
+    /// (default 5,10,100,adaptive).
     #[arg(long, value_delimiter = ',', value_parser = WindowMode::parse)]
     pub stream_limits: Vec<WindowMode>,
     /// Seed of the run order and of the query starts.
     #[arg(long, default_value_t = SEED)]
     pub seed: u64,
-    /// Start the cluster with TLS on every listener (`tablinum up --tls`),
-    /// to measure what TLS costs.
-    #[arg(long, conflicts_with = "cluster")]
-    pub tls: bool,
-    /// Rows per batch of the fixed stream limits (the report's design is 1,
-    /// one row per message; other values are for exploring what a window of
-    /// batches could do, and are recorded in scenario.json).
+    /// Rows per batch of the report's fixed stream limits (the report's
+    /// design is 1, one row per message; recorded in scenario.json).
     #[arg(long, default_value_t = FIXED_BATCH_ROWS)]
     pub fixed_batch_rows: u32,
+    /// Windows (batches) of the fair grid's fixed cells, comma-separated
+    /// (default 2,5,10).
+    #[arg(long, value_delimiter = ',')]
+    pub fair_windows: Vec<u32>,
+    /// Rows per batch of the fair grid's fixed cells, comma-separated
+    /// numbers or `share` (⌈limit / q⌉) (default 8,32,share).
+    #[arg(long, value_delimiter = ',', value_parser = BatchRows::parse)]
+    pub fair_batch_rows: Vec<BatchRows>,
+    /// Only the report's cells: no fixed windows with batched rows.
+    #[arg(long, conflicts_with_all = ["fair_windows", "fair_batch_rows"])]
+    pub no_fair_grid: bool,
 }
 
 /// A cell's stream limit: a number in JSON, or the string `"adaptive"`.
@@ -266,6 +320,105 @@ impl<'de> Deserialize<'de> for CellLimit {
     }
 }
 
+/// Rows per batch of a fair-grid cell: a number, or a tablet's share of the
+/// limit (`share`: ⌈limit / q⌉ rows, so one batch per tablet holds what the
+/// query needs from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchRows {
+    /// This many rows.
+    Rows(u32),
+    /// ⌈[`LIMIT_ROWS`] / q⌉.
+    Share,
+}
+
+impl BatchRows {
+    /// `share` or a number of rows (at least 1).
+    pub fn parse(s: &str) -> Result<BatchRows, String> {
+        if s.trim().eq_ignore_ascii_case("share") {
+            return Ok(BatchRows::Share);
+        }
+        match s.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Ok(BatchRows::Rows(n)),
+            _ => Err(format!(
+                "`{s}` is neither a number of rows (at least 1) nor `share`"
+            )),
+        }
+    }
+
+    /// The rows per batch at `q` tablets for queries of `limit` rows.
+    pub fn rows_at(self, q: u32, limit: u64) -> u32 {
+        match self {
+            BatchRows::Rows(n) => n,
+            BatchRows::Share => u32::try_from(limit.div_ceil(u64::from(q.max(1))))
+                .unwrap_or(u32::MAX)
+                .clamp(1, tablinum_proto::BATCH_ROWS_MAX),
+        }
+    }
+}
+
+impl std::fmt::Display for BatchRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchRows::Rows(n) => write!(f, "{n}"),
+            BatchRows::Share => f.write_str("share"),
+        }
+    }
+}
+
+impl Serialize for BatchRows {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchRows::Rows(n) => s.serialize_u32(*n),
+            BatchRows::Share => s.serialize_str("share"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BatchRows {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u32),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => BatchRows::parse(&n.to_string()),
+            Raw::Text(t) => BatchRows::parse(&t),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One cell of the plan at one q: a stream limit and the rows per batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    /// The stream limit (window of batches) or adaptive.
+    pub stream_limit: CellLimit,
+    /// Rows per batch asked for (0: sized by the client, adaptive).
+    pub batch_rows: u32,
+    /// One of the report's cells (`--stream-limits` with `--fixed-batch-rows`).
+    pub report: bool,
+    /// One of the fair grid's cells (adaptive is in both).
+    pub fair: bool,
+}
+
+impl Cell {
+    /// The same stream limit and rows per batch (whatever grid it is in).
+    pub fn same(&self, limit: CellLimit, batch_rows: u32) -> bool {
+        self.stream_limit == limit && self.batch_rows == batch_rows
+    }
+}
+
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stream_limit.0 {
+            WindowMode::Fixed(n) => write!(f, "stream_limit={n},batch_rows={}", self.batch_rows),
+            WindowMode::Adaptive => f.write_str("stream_limit=adaptive"),
+        }
+    }
+}
+
 /// The checked plan of a scenario (the `parameters` of `scenario.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parameters {
@@ -283,12 +436,24 @@ pub struct Parameters {
     pub clients: u32,
     /// Tablet counts, in run order.
     pub qs: Vec<u32>,
-    /// Stream limits, in table order.
+    /// The report's stream limits, in table order.
     pub stream_limits: Vec<CellLimit>,
-    /// Rows per batch of the fixed cells.
+    /// Rows per batch of the report's fixed cells.
     pub fixed_batch_rows: u32,
     /// Rows per batch of the adaptive cell (0: sized by the client).
     pub adaptive_batch_rows: u32,
+    /// Windows of the fair grid's fixed cells (empty: no fair grid).
+    #[serde(default)]
+    pub fair_windows: Vec<u32>,
+    /// Rows per batch of the fair grid's fixed cells.
+    #[serde(default)]
+    pub fair_batch_rows: Vec<BatchRows>,
+    /// Target (c): q of the rows-sent check.
+    #[serde(default)]
+    pub fair_sent_q: u32,
+    /// Target (c): most rows sent per request there, × `limit_rows`.
+    #[serde(default)]
+    pub fair_sent_ratio_max: f64,
     /// Index read by the queries.
     pub index: String,
     /// Queries return keys (and terms) only.
@@ -307,99 +472,86 @@ pub struct Parameters {
     pub three_sd_method: String,
 }
 
-fn usage(arg: &'static str, reason: String) -> BenchError {
-    BenchError::Usage { arg, reason }
-}
-
 /// Checks `args` and turns them into the plan.
 pub fn parameters(args: &StreamLimitArgs) -> Result<Parameters, BenchError> {
-    let rows = args
-        .rows
-        .unwrap_or(if args.quick { QUICK_ROWS } else { FULL_ROWS });
+    let preset = <StreamLimit as Scenario>::PRESETS.pick(args.quick);
+    let rows = args.rows.unwrap_or(preset.rows);
     if rows == 0 {
-        return Err(usage("--rows", "at least one row".into()));
+        return Err(usage("--rows", "at least one row"));
     }
-    let repeat = args.repeat.unwrap_or(if args.quick {
-        QUICK_REPEAT
-    } else {
-        FULL_REPEAT
-    });
-    if repeat == 0 || repeat > REPEAT_MAX {
-        return Err(usage(
-            "--repeat",
-            format!("{repeat} is not in 1..={REPEAT_MAX}"),
-        ));
-    }
-    let duration_s = args.duration_s.unwrap_or(if args.quick {
-        QUICK_DURATION_S
-    } else {
-        FULL_DURATION_S
-    });
-    if !(duration_s.is_finite() && duration_s > 0.0 && duration_s <= DURATION_S_MAX) {
-        return Err(usage(
-            "--duration-s",
-            format!("{duration_s} is not in (0, {DURATION_S_MAX}] seconds"),
-        ));
-    }
-    let warmup_s = args.warmup_s.unwrap_or(if args.quick {
-        QUICK_WARMUP_S
-    } else {
-        FULL_WARMUP_S
-    });
-    if !(warmup_s.is_finite() && (0.0..=DURATION_S_MAX).contains(&warmup_s)) {
-        return Err(usage(
-            "--warmup-s",
-            format!("{warmup_s} is not in [0, {DURATION_S_MAX}] seconds"),
-        ));
-    }
-    if args.clients == 0 || args.clients > CLIENTS_MAX {
-        return Err(usage(
-            "--clients",
-            format!("{} is not in 1..={CLIENTS_MAX}", args.clients),
-        ));
-    }
+    let repeat = check_range(
+        "--repeat",
+        args.repeat.unwrap_or(preset.repeat),
+        1,
+        REPEAT_MAX,
+    )?;
+    let duration_s = check_seconds(
+        "--duration-s",
+        args.duration_s.unwrap_or(preset.duration_s),
+        false,
+        DURATION_S_MAX,
+    )?;
+    let warmup_s = check_seconds(
+        "--warmup-s",
+        args.warmup_s.unwrap_or(preset.warmup_s),
+        true,
+        DURATION_S_MAX,
+    )?;
+    check_range("--clients", args.clients, 1, CLIENTS_MAX)?;
     let qs = if args.q.is_empty() {
         QS.to_vec()
     } else {
         args.q.clone()
     };
-    for (i, &q) in qs.iter().enumerate() {
-        if q == 0 || q > tablinum_proto::TABLETS_PER_TABLE_MAX {
-            return Err(usage(
-                "--q",
-                format!(
-                    "{q} is not in 1..={}",
-                    tablinum_proto::TABLETS_PER_TABLE_MAX
-                ),
-            ));
-        }
-        if qs[..i].contains(&q) {
-            return Err(usage("--q", format!("{q} is listed twice")));
-        }
+    for &q in &qs {
+        check_range("--q", q, 1, tablinum_proto::TABLETS_PER_TABLE_MAX)?;
     }
-    if args.fixed_batch_rows == 0 || args.fixed_batch_rows > tablinum_proto::BATCH_ROWS_MAX {
-        return Err(usage(
-            "--fixed-batch-rows",
-            format!(
-                "{} is not in 1..={}",
-                args.fixed_batch_rows,
-                tablinum_proto::BATCH_ROWS_MAX
-            ),
-        ));
-    }
-    let limits = if args.stream_limits.is_empty() {
+    check_distinct("--q", &qs)?;
+    check_range(
+        "--fixed-batch-rows",
+        args.fixed_batch_rows,
+        1,
+        tablinum_proto::BATCH_ROWS_MAX,
+    )?;
+    let limits: Vec<CellLimit> = if args.stream_limits.is_empty() {
         STREAM_LIMITS.to_vec()
     } else {
         args.stream_limits.clone()
+    }
+    .into_iter()
+    .map(CellLimit)
+    .collect();
+    check_distinct("--stream-limits", &limits)?;
+    let (fair_windows, fair_batch_rows) = if args.no_fair_grid {
+        (Vec::new(), Vec::new())
+    } else {
+        let w = if args.fair_windows.is_empty() {
+            FAIR_WINDOWS.to_vec()
+        } else {
+            args.fair_windows.clone()
+        };
+        let b = if args.fair_batch_rows.is_empty() {
+            FAIR_BATCH_ROWS.to_vec()
+        } else {
+            args.fair_batch_rows.clone()
+        };
+        (w, b)
     };
-    for (i, l) in limits.iter().enumerate() {
-        if limits[..i].contains(l) {
-            return Err(usage(
-                "--stream-limits",
-                format!("{} is listed twice", CellLimit(*l)),
-            ));
+    for &w in &fair_windows {
+        check_range(
+            "--fair-windows",
+            w,
+            1,
+            tablinum_stream::window::WINDOW_BATCHES_MAX,
+        )?;
+    }
+    check_distinct("--fair-windows", &fair_windows)?;
+    for &b in &fair_batch_rows {
+        if let BatchRows::Rows(n) = b {
+            check_range("--fair-batch-rows", n, 1, tablinum_proto::BATCH_ROWS_MAX)?;
         }
     }
+    check_distinct("--fair-batch-rows", &fair_batch_rows)?;
     Ok(Parameters {
         rows,
         limit_rows: LIMIT_ROWS,
@@ -408,9 +560,13 @@ pub fn parameters(args: &StreamLimitArgs) -> Result<Parameters, BenchError> {
         warmup_s,
         clients: args.clients,
         qs,
-        stream_limits: limits.into_iter().map(CellLimit).collect(),
+        stream_limits: limits,
         fixed_batch_rows: args.fixed_batch_rows,
         adaptive_batch_rows: ADAPTIVE_BATCH_ROWS,
+        fair_windows,
+        fair_batch_rows,
+        fair_sent_q: FAIR_SENT_Q,
+        fair_sent_ratio_max: FAIR_SENT_RATIO_MAX,
         index: String::from_utf8_lossy(INDEX).into_owned(),
         keys_only: true,
         value_bytes: VALUE_BYTES,
@@ -422,73 +578,52 @@ pub fn parameters(args: &StreamLimitArgs) -> Result<Parameters, BenchError> {
     })
 }
 
-/// SplitMix64's output function: a bijection of `u64` that spreads
-/// consecutive inputs uniformly.
-pub fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Object key of row `i`.
-pub fn row_key(i: u64) -> [u8; 8] {
-    splitmix64(i).to_be_bytes()
-}
-
-/// Index term of row `i` (a different hash from the key's).
-pub fn row_term(i: u64) -> [u8; 8] {
-    splitmix64(i ^ TERM_SALT).to_be_bytes()
-}
-
-/// The mutation that loads row `i`.
-pub fn row_mutation(i: u64) -> Mutation {
-    let mut value = format!("{i:0w$x}", w = VALUE_BYTES).into_bytes();
-    value.truncate(VALUE_BYTES);
-    Mutation {
-        key: row_key(i).to_vec(),
-        value,
-        delete: false,
-        metadata: Vec::new(),
-        index_terms: vec![IndexTerm {
-            index: INDEX.to_vec(),
-            term: row_term(i).to_vec(),
-        }],
+/// The cells at `q`, in table order: the report's (`--stream-limits`), then
+/// the fair grid's windows × batch rows not already among them.
+pub fn grid(p: &Parameters, q: u32) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = p
+        .stream_limits
+        .iter()
+        .map(|&l| Cell {
+            stream_limit: l,
+            batch_rows: l.batch_rows(p.fixed_batch_rows),
+            report: true,
+            fair: l.fixed().is_none(),
+        })
+        .collect();
+    for &w in &p.fair_windows {
+        for &b in &p.fair_batch_rows {
+            let limit = CellLimit(WindowMode::Fixed(w));
+            let rows = b.rows_at(q, p.limit_rows);
+            match cells.iter_mut().find(|c| c.same(limit, rows)) {
+                Some(c) => c.fair = true,
+                None => cells.push(Cell {
+                    stream_limit: limit,
+                    batch_rows: rows,
+                    report: false,
+                    fair: true,
+                }),
+            }
+        }
     }
+    cells
 }
 
-/// The largest query start (as a u64) that still has about `limit` rows
-/// after it among `rows` uniform terms: the first `(rows − limit) / rows` of
-/// the term space (all of it when `rows ≤ limit`).
-pub fn start_span(rows: u64, limit: u64) -> u64 {
-    if rows <= limit {
-        return u64::MAX;
+/// The query of `cell` on `table` (its start is set per request).
+pub fn cell_query(table: &str, cell: &Cell) -> Query {
+    Query {
+        table: table.to_string(),
+        start: Vec::new(),
+        end: Vec::new(),
+        index: Some(INDEX.to_vec()),
+        skip: 0,
+        limit: LIMIT_ROWS,
+        stream_limit: cell.stream_limit.0,
+        batch_rows: cell.batch_rows,
+        keys_only: true,
+        consistency: tablinum_client::Consistency::Immediate,
+        filter: None,
     }
-    let span = u128::from(u64::MAX) * u128::from(rows - limit) / u128::from(rows);
-    u64::try_from(span).unwrap_or(u64::MAX)
-}
-
-/// A random query start in `[0, span]`, as 8 big-endian bytes.
-pub fn random_start(rng: &mut BenchRng, span: u64) -> Vec<u8> {
-    let x: u64 = rng.random();
-    let scaled = (u128::from(x) * (u128::from(span) + 1)) >> 64;
-    u64::try_from(scaled).unwrap_or(span).to_be_bytes().to_vec()
-}
-
-/// `items` in a seeded random order (Fisher–Yates).
-pub fn shuffled<T: Clone>(items: &[T], seed: u64) -> Vec<T> {
-    let mut v = items.to_vec();
-    let mut rng = BenchRng::seed_from_u64(seed);
-    for i in (1..v.len()).rev() {
-        let j = rng.random_range(0..=i);
-        v.swap(i, j);
-    }
-    v
-}
-
-/// The table of tablet count `q`.
-pub fn table_name(q: u32) -> String {
-    format!("sl_q{q}")
 }
 
 /// One measured run.
@@ -569,888 +704,270 @@ impl RunRecord {
     }
 }
 
-/// One cell (q × stream limit) over its repeats: a line of the report's table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellReport {
-    /// Tablets.
-    pub q: u32,
-    /// Stream limit: a number, or `"adaptive"`.
-    pub stream_limit: CellLimit,
-    /// Rows per batch asked for.
-    pub batch_rows: u32,
-    /// Repeats measured.
-    pub repeats: usize,
-    /// Mean rows/s over the repeats.
-    pub rows_per_sec_mean: f64,
-    /// Sample std-dev of rows/s, percent of the mean.
-    pub rows_per_sec_stddev_pct: f64,
-    /// rows/s of every repeat, in run order.
-    pub rows_per_sec_values: Vec<f64>,
-    /// Mean rows/s over that of `stream_limit` 10 at the same q (`None`
-    /// without that cell).
-    pub ratio_vs_10: Option<f64>,
-    /// 3 std-dev of that ratio, percent (`None` without two repeats on both sides).
-    pub ratio_vs_10_three_sd_pct: Option<f64>,
-    /// Wasted rows per request (over every request of every repeat).
-    pub wasted_rows_per_request: f64,
-    /// Rows sent per request.
-    pub rows_sent_per_request: f64,
-    /// Merge waits per request.
-    pub waits_per_request: f64,
-    /// Merge stalls (waits after a tablet's initial window) per request.
-    #[serde(default)]
-    pub stalls_per_request: f64,
-    /// Successful requests, all repeats.
-    pub requests: u64,
-    /// Failed requests, all repeats.
-    pub errors: u64,
-    /// Median request latency over every request of every repeat, µs.
-    pub p50_us: u64,
-    /// 99th percentile, µs.
-    pub p99_us: u64,
-}
+impl RunResult for RunRecord {
+    fn failed(&self) -> bool {
+        self.errors > 0 || self.requests == 0
+    }
 
-/// Builds the cells of one q from its runs, in `limits` order.
-pub fn cells_of(q: u32, limits: &[CellLimit], runs: &[RunRecord]) -> Vec<CellReport> {
-    let of = |l: CellLimit| -> Vec<&RunRecord> {
-        runs.iter()
-            .filter(|r| r.q == q && r.stream_limit == l && r.requests > 0)
-            .collect()
-    };
-    let sample =
-        |rs: &[&RunRecord]| Sample::of(&rs.iter().map(|r| r.rows_per_sec).collect::<Vec<_>>());
-    let baseline = of(CellLimit(WindowMode::Fixed(BASELINE_STREAM_LIMIT)));
-    let base = (!baseline.is_empty()).then(|| sample(&baseline));
-    limits
-        .iter()
-        .map(|&l| {
-            let rs = of(l);
-            let s = sample(&rs);
-            let requests: u64 = rs.iter().map(|r| r.requests).sum();
-            let per_request = |f: fn(&RunRecord) -> f64| {
-                if requests == 0 {
-                    0.0
-                } else {
-                    rs.iter().map(|r| f(r) * r.requests as f64).sum::<f64>() / requests as f64
-                }
-            };
-            // Percentiles of all requests: the runs' request-weighted
-            // percentiles are not kept, so take the medians' and p99s'
-            // request-weighted means (runs of one cell are equally long).
-            let weighted = |f: fn(&RunRecord) -> u64| {
-                if requests == 0 {
-                    0
-                } else {
-                    (rs.iter()
-                        .map(|r| f(r) as f64 * r.requests as f64)
-                        .sum::<f64>()
-                        / requests as f64)
-                        .round() as u64
-                }
-            };
-            let ratio = base
+    fn fatal(&self) -> Option<String> {
+        (self.requests == 0).then(|| {
+            format!(
+                "no request succeeded ({})",
+                self.first_error.as_deref().unwrap_or("no error reported")
+            )
+        })
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} rows/s, {} req, {:.1} sent/req, {:.1} wasted/req, {:.1} waits/req, p50 {:.2} ms, \
+             p99 {:.2} ms{}",
+            thousands(self.rows_per_sec, 0),
+            self.requests,
+            self.rows_sent_per_request,
+            self.rows_wasted_per_request,
+            self.waits_per_request,
+            self.p50_us as f64 / 1000.0,
+            self.p99_us as f64 / 1000.0,
+            self.first_error
                 .as_ref()
-                .filter(|b| b.mean > 0.0 && s.n > 0)
-                .map(|b| Ratio::of(b, &s));
-            let is_baseline = l.fixed() == Some(BASELINE_STREAM_LIMIT);
-            CellReport {
-                q,
-                stream_limit: l,
-                batch_rows: rs
-                    .first()
-                    .map_or(l.batch_rows(FIXED_BATCH_ROWS), |r| r.batch_rows),
-                repeats: s.n,
-                rows_per_sec_mean: s.mean,
-                rows_per_sec_stddev_pct: s.cv() * 100.0,
-                rows_per_sec_values: rs.iter().map(|r| r.rows_per_sec).collect(),
-                ratio_vs_10: ratio.map(|r| r.ratio),
-                ratio_vs_10_three_sd_pct: ratio
-                    .filter(|_| !is_baseline)
-                    .and_then(|r| r.three_sigma_pct),
-                wasted_rows_per_request: per_request(|r| r.rows_wasted_per_request),
-                rows_sent_per_request: per_request(|r| r.rows_sent_per_request),
-                waits_per_request: per_request(|r| r.waits_per_request),
-                stalls_per_request: per_request(|r| r.stalls_per_request),
-                requests,
-                errors: runs
-                    .iter()
-                    .filter(|r| r.q == q && r.stream_limit == l)
-                    .map(|r| r.errors)
-                    .sum(),
-                p50_us: weighted(|r| r.p50_us),
-                p99_us: weighted(|r| r.p99_us),
-            }
-        })
-        .collect()
-}
+                .map_or_else(String::new, |e| format!(
+                    "; {} FAILED requests, first: {e}",
+                    self.errors
+                )),
+        )
+    }
 
-/// Whether a target was met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Met.
-    Met,
-    /// Missed.
-    Missed,
-    /// Not evaluated (a cell it needs was not run).
-    NotEvaluated,
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verdict::Met => "MET",
-            Verdict::Missed => "MISSED",
-            Verdict::NotEvaluated => "not evaluated",
-        })
+    fn csv_line(&self) -> String {
+        RunRecord::csv_line(self)
     }
 }
 
-/// One target's outcome.
+/// The stream-limit scenario's own fields of `scenario.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TargetCheck {
-    /// `a` or `b`.
-    pub id: String,
-    /// What it asks.
-    pub description: String,
-    /// Met or not.
-    pub verdict: Verdict,
-    /// The numbers behind the verdict.
-    pub detail: String,
-}
-
-fn cell(cells: &[CellReport], q: u32, l: WindowMode) -> Option<&CellReport> {
-    cells
-        .iter()
-        .find(|c| c.q == q && c.stream_limit.0 == l && c.repeats > 0)
-}
-
-/// The two targets, from the cells.
-pub fn check_targets(cells: &[CellReport], qs: &[u32]) -> Vec<TargetCheck> {
-    let a = {
-        let description = format!(
-            "at q={TARGET_Q} adaptive ≥ {TARGET_RATIO_MIN} × stream_limit {BASELINE_STREAM_LIMIT} in rows/s"
-        );
-        match (
-            cell(cells, TARGET_Q, WindowMode::Adaptive),
-            cell(cells, TARGET_Q, WindowMode::Fixed(BASELINE_STREAM_LIMIT)),
-        ) {
-            (Some(ad), Some(base)) if base.rows_per_sec_mean > 0.0 => {
-                let r = ad.rows_per_sec_mean / base.rows_per_sec_mean;
-                TargetCheck {
-                    id: "a".into(),
-                    description,
-                    verdict: if r >= TARGET_RATIO_MIN {
-                        Verdict::Met
-                    } else {
-                        Verdict::Missed
-                    },
-                    detail: format!(
-                        "adaptive {} rows/s / stream_limit {BASELINE_STREAM_LIMIT} {} rows/s = {r:.3}",
-                        thousands(ad.rows_per_sec_mean, 0),
-                        thousands(base.rows_per_sec_mean, 0)
-                    ),
-                }
-            }
-            _ => TargetCheck {
-                id: "a".into(),
-                description,
-                verdict: Verdict::NotEvaluated,
-                detail: format!(
-                    "needs q={TARGET_Q} with adaptive and {BASELINE_STREAM_LIMIT} measured"
-                ),
-            },
-        }
-    };
-    let description = "at every q adaptive is not slower than the best fixed stream_limit by \
-                       more than the 3 std-dev of their ratio"
-        .to_string();
-    let mut verdict = Verdict::Met;
-    let mut details = Vec::new();
-    let mut evaluated = 0;
-    for &q in qs {
-        let best = cells
-            .iter()
-            .filter(|c| c.q == q && c.stream_limit.fixed().is_some() && c.repeats > 0)
-            .max_by(|x, y| x.rows_per_sec_mean.total_cmp(&y.rows_per_sec_mean));
-        let (Some(ad), Some(best)) = (cell(cells, q, WindowMode::Adaptive), best) else {
-            details.push(format!("q={q}: not evaluated"));
-            continue;
-        };
-        evaluated += 1;
-        let sample = |c: &CellReport| Sample::of(&c.rows_per_sec_values);
-        let r = Ratio::of(&sample(best), &sample(ad));
-        let slower_pct = (1.0 - r.ratio) * 100.0;
-        let ok = match r.three_sigma_pct {
-            Some(band) => slower_pct <= band,
-            None => r.ratio >= 1.0,
-        };
-        if !ok {
-            verdict = Verdict::Missed;
-        }
-        details.push(format!(
-            "q={q}: adaptive / best fixed ({}) = {:.3}{} {}",
-            best.stream_limit,
-            r.ratio,
-            r.three_sigma_pct.map_or_else(
-                || " (no 3σ band: one repeat)".to_string(),
-                |b| format!(" (3σ {b:.1}%)")
-            ),
-            if ok { "ok" } else { "SLOWER" }
-        ));
-    }
-    if evaluated == 0 {
-        verdict = Verdict::NotEvaluated;
-    }
-    vec![
-        a,
-        TargetCheck {
-            id: "b".into(),
-            description,
-            verdict,
-            detail: details.join("; "),
-        },
-    ]
-}
-
-/// Loading one table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadRecord {
-    /// Tablets.
-    pub q: u32,
-    /// Table name.
-    pub table: String,
-    /// Rows written.
-    pub rows: u64,
-    /// Seconds writing.
-    pub load_s: f64,
-    /// Rows written per second.
-    pub rows_per_sec: f64,
-    /// Seconds flushing.
-    pub flush_s: f64,
-}
-
-/// Where the cluster was.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClusterInfo {
-    /// gRPC address.
-    pub addr: String,
-    /// Started by the scenario (`tablinum up`), else given with `--cluster`.
-    pub started_here: bool,
-    /// Data directory of a started cluster.
-    pub data_dir: Option<PathBuf>,
-    /// Log of a started cluster.
-    pub log: Option<PathBuf>,
-    /// The cluster speaks TLS (`--tls`).
-    #[serde(default)]
-    pub tls: bool,
-}
-
-/// `scenario.json` of the stream-limit scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamLimitReport {
-    /// `stream-limit`.
-    pub scenario: String,
-    /// Title.
-    pub title: String,
-    /// `--quick`.
-    pub quick: bool,
-    /// `false` until every run is done.
-    pub complete: bool,
-    /// The exact command, quoted for a shell.
-    pub command_line: String,
-    /// The exact command, argument by argument.
-    pub args: Vec<String>,
-    /// Start, RFC 3339 UTC.
-    pub started_at: String,
-    /// End, RFC 3339 UTC.
-    pub finished_at: Option<String>,
-    /// Wall-clock seconds so far.
-    pub wall_s: f64,
-    /// `git rev-parse HEAD` where the command ran.
-    pub git_commit: Option<String>,
-    /// The machine.
-    pub machine: Machine,
+pub struct StreamLimitBody {
     /// The cluster.
     pub cluster: ClusterInfo,
     /// The plan.
     pub parameters: Parameters,
-    /// Runs planned.
-    pub runs_total: usize,
-    /// Runs done.
-    pub runs_done: usize,
-    /// Runs with failed requests (or none successful).
-    pub runs_failed: usize,
     /// One per loaded table.
     pub loads: Vec<LoadRecord>,
-    /// One per q × stream limit, the report's table.
+    /// One per q × cell, the report's table.
     pub cells: Vec<CellReport>,
-    /// The two targets.
+    /// Adaptive against the best fixed pair, one per q.
+    #[serde(default)]
+    pub fair: Vec<FairComparison>,
+    /// The targets.
     pub targets: Vec<TargetCheck>,
     /// Every run, in run order.
     pub runs: Vec<RunRecord>,
 }
 
-impl StreamLimitReport {
-    /// Reads `scenario.json` back from a scenario's output directory.
-    pub fn load(out: &Path) -> Result<StreamLimitReport, BenchError> {
-        let path = out.join(SCENARIO_JSON);
-        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::io(&path, "read", e))?;
-        serde_json::from_str(&text).map_err(|e| BenchError::Json {
-            file: path,
-            message: e.to_string(),
-        })
-    }
-}
+/// `scenario.json` of the stream-limit scenario.
+pub type StreamLimitReport = Report<StreamLimitBody>;
 
-fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    x.map_or_else(|| "—".to_string(), f)
-}
-
-/// The report's table for `cells` (markdown).
-pub fn cells_table(cells: &[CellReport]) -> String {
-    let mut t = String::from(
-        "| q | stream_limit | batch rows | mean rows/s | std-dev % | ratio vs 10 | 3 std-dev % \
-         | wasted rows/req | sent rows/req | waits/req | p50 ms | p99 ms | requests |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
-    for c in cells {
-        let batch = if c.batch_rows == 0 {
-            "auto".to_string()
-        } else {
-            c.batch_rows.to_string()
-        };
-        t.push_str(&format!(
-            "| {} | {} | {batch} | {} | {:.2} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {}{} |\n",
-            c.q,
-            c.stream_limit,
-            thousands(c.rows_per_sec_mean, 1),
-            c.rows_per_sec_stddev_pct,
-            opt(c.ratio_vs_10, |r| format!("{r:.3}")),
-            opt(c.ratio_vs_10_three_sd_pct, |p| format!("{p:.2}")),
-            c.wasted_rows_per_request,
-            c.rows_sent_per_request,
-            c.waits_per_request,
-            c.p50_us as f64 / 1000.0,
-            c.p99_us as f64 / 1000.0,
-            c.requests,
-            if c.errors > 0 {
-                format!(" ({} failed)", c.errors)
-            } else {
-                String::new()
-            }
-        ));
-    }
-    t
-}
-
-fn targets_markdown(targets: &[TargetCheck]) -> String {
-    targets
-        .iter()
-        .map(|t| {
-            format!(
-                "- ({}) {}: **{}** — {}\n",
-                t.id, t.description, t.verdict, t.detail
-            )
-        })
-        .collect()
-}
-
-fn header_markdown(r: &StreamLimitReport) -> String {
-    let p = &r.parameters;
-    let cluster = if r.cluster.started_here {
-        format!(
-            "`tablinum up` started by the scenario at {} (data {}, log {})",
-            r.cluster.addr,
-            r.cluster
-                .data_dir
-                .as_ref()
-                .map_or_else(|| "?".into(), |d| d.display().to_string()),
-            r.cluster
-                .log
-                .as_ref()
-                .map_or_else(|| "?".into(), |d| d.display().to_string()),
-        )
-    } else {
-        format!("running cluster at {} (`--cluster`)", r.cluster.addr)
-    };
-    format!(
-        "```sh\n{}\n```\n\n- started {}\n- machine: {}\n- git commit: {}\n- cluster: {cluster}\n\
-         - data: {} rows per table `sl_q<q>` (`Split::Even(q)`, {} tables), 8-byte hashed keys, \
-         {}-byte values, one hashed 8-byte term per row in index `{}`\n\
-         - query: index `{}` from a random start, limit {}, keys only; fixed stream limits send \
-         {} row(s) per batch ({}), adaptive sizes batches and windows from the query's need \
-         (`batch_rows` 0)\n\
-         - runs: {} repeats × {} stream limits per q, each {} s warm-up + {} s measured, closed \
-         loop of {} client threads sharing one client; order: {}\n\
-         - ratio 3 std-dev: {}\n",
-        r.command_line,
-        r.started_at,
-        r.machine.describe(),
-        r.git_commit.as_deref().unwrap_or("unknown"),
-        thousands(p.rows as f64, 0),
-        p.durability,
-        p.value_bytes,
-        p.index,
-        p.index,
-        p.limit_rows,
-        p.fixed_batch_rows,
-        if p.fixed_batch_rows == FIXED_BATCH_ROWS {
-            "one row per message, as rexi"
-        } else {
-            "**not** the report's one row per message: `--fixed-batch-rows`"
-        },
-        p.repeat,
-        p.stream_limits.len(),
-        trim_float(p.warmup_s),
-        trim_float(p.duration_s),
-        p.clients,
-        p.order,
-        p.three_sd_method,
-    )
-}
-
-/// The whole report as markdown (README.md and the end of stdout).
-pub fn render_markdown(r: &StreamLimitReport) -> String {
-    let mut s = format!("# {}\n\n{}", r.title, header_markdown(r));
-    s.push_str("\n## Results\n\n");
-    s.push_str(&cells_table(&r.cells));
-    s.push_str("\n## Targets\n\n");
-    s.push_str(&targets_markdown(&r.targets));
-    if !r.loads.is_empty() {
-        s.push_str(
-            "\n## Loads\n\n| q | rows | load s | rows/s | flush s |\n|---:|---:|---:|---:|---:|\n",
-        );
-        for l in &r.loads {
-            s.push_str(&format!(
-                "| {} | {} | {:.1} | {} | {:.2} |\n",
-                l.q,
-                thousands(l.rows as f64, 0),
-                l.load_s,
-                thousands(l.rows_per_sec, 0),
-                l.flush_s
-            ));
-        }
-    }
-    s.push_str(&format!(
-        "\n## Files\n\n`{SCENARIO_JSON}` holds every number above with the per-repeat rows/s; \
-         `{RUNS_CSV}` has one line per run; `{CLUSTER_LOG}` is the started cluster's output.\n\
-         \nrows/s is rows returned per measured second over all client threads; wasted rows \
-         arrived at the client and were thrown away when the limit was met; sent rows is \
-         every row that arrived; waits counts the merge blocking on a tablet's next batch.\n"
-    ));
-    s
-}
-
-fn save_json(out: &Path, report: &StreamLimitReport) -> Result<(), BenchError> {
-    let path = out.join(SCENARIO_JSON);
-    let text = serde_json::to_string_pretty(report).map_err(|e| BenchError::Json {
-        file: path.clone(),
-        message: e.to_string(),
-    })?;
-    std::fs::write(&path, text + "\n").map_err(|e| BenchError::io(&path, "write", e))
-}
-
-fn minutes(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
-fn client_err(action: &'static str, e: impl std::fmt::Display) -> BenchError {
-    BenchError::Cluster {
-        action,
-        reason: e.to_string(),
-    }
-}
-
-/// Writes `rows` rows into `table` (chunks of [`LOAD_CHUNK_ROWS`] from
-/// [`LOAD_WRITERS`] threads), then flushes it.
-pub fn load(client: &Client, table: &str, q: u32, rows: u64) -> Result<LoadRecord, BenchError> {
-    let chunks = rows.div_ceil(LOAD_CHUNK_ROWS);
-    let next = AtomicU64::new(0);
-    let written = AtomicU64::new(0);
-    let progress = Progress::new(true, rows, "rows", &format!("load {table}"));
-    let t0 = Instant::now();
-    let result: Result<(), BenchError> = std::thread::scope(|s| {
-        let writers: Vec<_> = (0..LOAD_WRITERS)
-            .map(|_| {
-                s.spawn(|| -> Result<(), BenchError> {
-                    loop {
-                        let c = next.fetch_add(1, Ordering::Relaxed);
-                        if c >= chunks {
-                            return Ok(());
-                        }
-                        let lo = c * LOAD_CHUNK_ROWS;
-                        let hi = (lo + LOAD_CHUNK_ROWS).min(rows);
-                        let batch: Vec<Mutation> = (lo..hi).map(row_mutation).collect();
-                        if let Err(e) = client.write_routed(table, batch) {
-                            // Stop the other writers too.
-                            next.store(chunks, Ordering::Relaxed);
-                            return Err(client_err("load", format!("write to {table}: {e}")));
-                        }
-                        written.fetch_add(hi - lo, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        let mut next_line = LOAD_PROGRESS_LINE_S;
-        while writers.iter().any(|w| !w.is_finished()) {
-            std::thread::sleep(Duration::from_millis(100));
-            let done = written.load(Ordering::Relaxed);
-            progress.set_position(done);
-            let el = t0.elapsed().as_secs_f64();
-            if el >= next_line {
-                progress.line(&format!(
-                    "load {table}: {} / {} rows ({} rows/s)",
-                    thousands(done as f64, 0),
-                    thousands(rows as f64, 0),
-                    thousands(done as f64 / el, 0)
-                ));
-                next_line += LOAD_PROGRESS_LINE_S;
-            }
-        }
-        writers.into_iter().enumerate().try_for_each(|(i, w)| {
-            w.join()
-                .unwrap_or(Err(BenchError::WorkerPanicked { worker: i }))
-        })
-    });
-    progress.finish();
-    result?;
-    let load_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    client
-        .flush(table)
-        .map_err(|e| client_err("flush", format!("{table}: {e}")))?;
-    let flush_s = t1.elapsed().as_secs_f64();
-    Ok(LoadRecord {
-        q,
-        table: table.to_string(),
-        rows,
-        load_s,
-        rows_per_sec: rows as f64 / load_s.max(f64::MIN_POSITIVE),
-        flush_s,
-    })
-}
-
-/// What a closed loop measured.
-#[derive(Debug, Clone)]
-pub struct LoopResult {
-    /// Seconds from the start until the last request ended.
-    pub elapsed_s: f64,
-    /// Successful requests.
-    pub requests: u64,
-    /// Failed requests.
-    pub errors: u64,
-    /// Rows returned.
-    pub rows_returned: u64,
-    /// Rows that arrived.
-    pub rows_sent: u64,
-    /// Rows thrown away.
-    pub rows_wasted: u64,
-    /// Merge waits.
-    pub waits: u64,
-    /// Merge stalls.
-    pub stalls: u64,
-    /// Retries.
-    pub retries: u64,
-    /// Latency of successful requests, µs.
-    pub latency_us: Histogram<u64>,
-    /// The first error.
-    pub first_error: Option<String>,
-}
-
-impl LoopResult {
-    fn empty() -> LoopResult {
-        LoopResult {
-            elapsed_s: 0.0,
-            requests: 0,
-            errors: 0,
-            rows_returned: 0,
-            rows_sent: 0,
-            rows_wasted: 0,
-            waits: 0,
-            stalls: 0,
-            retries: 0,
-            latency_us: new_histogram(),
-            first_error: None,
-        }
-    }
-
-    fn add(&mut self, o: LoopResult) {
-        self.requests += o.requests;
-        self.errors += o.errors;
-        self.rows_returned += o.rows_returned;
-        self.rows_sent += o.rows_sent;
-        self.rows_wasted += o.rows_wasted;
-        self.waits += o.waits;
-        self.stalls += o.stalls;
-        self.retries += o.retries;
-        // Same shape on both sides: cannot fail.
-        let _ = self.latency_us.add(&o.latency_us);
-        if self.first_error.is_none() {
-            self.first_error = o.first_error;
-        }
-    }
-}
-
-/// Runs `base` (with random starts in `[0, span]`) in a closed loop of
-/// `clients` threads for `seconds`.
-pub fn closed_loop(
-    client: &Client,
-    base: &Query,
+/// The stream-limit scenario against one cluster, ready to run.
+pub struct StreamLimit {
+    p: Parameters,
+    quick: bool,
+    client: Client,
+    cluster: ClusterInfo,
+    /// The cells of every q, in `p.qs` order.
+    grid: Vec<Vec<Cell>>,
+    /// Rows the last query start may still have after it.
     span: u64,
-    clients: u32,
-    seconds: f64,
-    seed: u64,
-) -> LoopResult {
-    let t0 = Instant::now();
-    let deadline = t0 + Duration::from_secs_f64(seconds);
-    let mut total = LoopResult::empty();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..clients)
-            .map(|w| {
-                s.spawn(move || {
-                    let mut rng = crate::generators::worker_rng(seed, u64::from(w));
-                    let mut r = LoopResult::empty();
-                    let mut q = base.clone();
-                    while Instant::now() < deadline {
-                        q.start = random_start(&mut rng, span);
-                        let t = Instant::now();
-                        match client.query(&q, &mut |row| {
-                            std::hint::black_box(row);
-                        }) {
-                            Ok(st) => {
-                                let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-                                r.latency_us.saturating_record(us.max(1));
-                                r.requests += 1;
-                                r.rows_returned += st.rows_returned;
-                                r.rows_sent += st.rows_sent;
-                                r.rows_wasted += st.rows_wasted;
-                                r.waits += st.waits;
-                                r.stalls += st.stalls;
-                                r.retries += u64::from(st.retries);
-                            }
-                            Err(e) => {
-                                r.errors += 1;
-                                if r.first_error.is_none() {
-                                    r.first_error = Some(e.to_string());
-                                }
-                            }
-                        }
-                    }
-                    r
-                })
+}
+
+impl StreamLimit {
+    /// The scenario of `p` against the cluster `cluster`, through `client`.
+    pub fn new(p: Parameters, quick: bool, client: Client, cluster: ClusterInfo) -> StreamLimit {
+        let grid = p.qs.iter().map(|&q| grid(&p, q)).collect();
+        let span = start_span(p.rows, p.limit_rows);
+        StreamLimit {
+            p,
+            quick,
+            client,
+            cluster,
+            grid,
+            span,
+        }
+    }
+
+    fn all_cells(&self, runs: &[RunRecord]) -> Vec<CellReport> {
+        self.p
+            .qs
+            .iter()
+            .zip(&self.grid)
+            .flat_map(|(&q, cells)| cells_of(q, cells, runs))
+            .filter(|c| c.repeats > 0)
+            .collect()
+    }
+
+    fn fair_line(body: &StreamLimitBody, q: u32) -> String {
+        body.fair
+            .iter()
+            .find(|f| f.q == q)
+            .map_or_else(String::new, |f| {
+                format!(
+                    "\nq={q}: adaptive {} rows/s, best fixed pair {} × {} {} rows/s (adaptive / \
+                     best {:.3}{}); rows sent per request adaptive {:.1}, best pair {:.1}\n",
+                    thousands(f.adaptive_rows_per_sec_mean, 0),
+                    f.best_stream_limit,
+                    f.best_batch_rows,
+                    thousands(f.best_rows_per_sec_mean, 0),
+                    f.ratio,
+                    opt(f.ratio_three_sd_pct, |p| format!(", 3σ {p:.1}%")),
+                    f.adaptive_rows_sent_per_request,
+                    f.best_rows_sent_per_request,
+                )
             })
-            .collect();
-        for w in workers {
-            match w.join() {
-                Ok(r) => total.add(r),
-                Err(_) => {
-                    total.errors += 1;
-                    total
-                        .first_error
-                        .get_or_insert_with(|| "a client thread panicked".into());
-                }
-            }
-        }
-    });
-    total.elapsed_s = t0.elapsed().as_secs_f64();
-    total
-}
-
-/// The query of one cell on `table`.
-pub fn cell_query(table: &str, limit: CellLimit, fixed_batch_rows: u32) -> Query {
-    Query {
-        table: table.to_string(),
-        start: Vec::new(),
-        end: Vec::new(),
-        index: Some(INDEX.to_vec()),
-        skip: 0,
-        limit: LIMIT_ROWS,
-        stream_limit: limit.0,
-        batch_rows: limit.batch_rows(fixed_batch_rows),
-        keys_only: true,
-        consistency: tablinum_client::Consistency::Immediate,
-        filter: None,
     }
 }
 
-/// The cluster in use: started here, or someone else's.
-enum ClusterHandle {
-    Started(LocalCluster, PathBuf),
-    Given(String),
-}
+impl Scenario for StreamLimit {
+    type Cell = Cell;
+    type Run = RunRecord;
+    type Body = StreamLimitBody;
+    type Shape = StreamLimitShape;
+    const PRESETS: Preset<StreamLimitShape> = PRESETS;
 
-impl ClusterHandle {
-    fn addr(&self) -> &str {
-        match self {
-            ClusterHandle::Started(c, _) => c.addr(),
-            ClusterHandle::Given(a) => a,
+    fn name(&self) -> &'static str {
+        "stream-limit"
+    }
+
+    fn title(&self) -> String {
+        "stream_limit test (after apache/couchdb PR #2360)".into()
+    }
+
+    fn quick(&self) -> bool {
+        self.quick
+    }
+
+    /// Per q its grid; repeats in turn, cells shuffled per repeat.
+    fn plan(&self) -> Plan<Cell> {
+        Plan {
+            groups: self
+                .p
+                .qs
+                .iter()
+                .zip(&self.grid)
+                .map(|(&q, cells)| Group {
+                    name: format!("q={q}"),
+                    key: u64::from(q),
+                    cells: cells.clone(),
+                })
+                .collect(),
+            repeat: self.p.repeat,
+            interleave: Interleave::Shuffle { seed: self.p.seed },
         }
     }
-}
 
-/// Runs the scenario; the cluster is started with `child.program up`.
-pub fn run(args: &StreamLimitArgs, child: &ChildCommand) -> Result<StreamLimitReport, BenchError> {
-    let p = parameters(args)?;
-    let out = &args.out;
-    if out.join(SCENARIO_JSON).exists() {
-        return Err(usage(
-            "--out",
+    fn plan_words(&self) -> (&'static str, &'static str) {
+        ("q", "cells")
+    }
+
+    fn run_estimate_s(&self) -> f64 {
+        self.p.warmup_s + self.p.duration_s
+    }
+
+    fn body(&self) -> StreamLimitBody {
+        StreamLimitBody {
+            cluster: self.cluster.clone(),
+            parameters: self.p.clone(),
+            loads: Vec::new(),
+            cells: Vec::new(),
+            fair: Vec::new(),
+            targets: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    fn csv_header(&self) -> Option<&'static str> {
+        Some(RUNS_CSV_HEADER)
+    }
+
+    fn announce(&self) -> Vec<String> {
+        vec![format!(
+            "plus loading {} rows into each of {} tables",
+            thousands(self.p.rows as f64, 0),
+            self.p.qs.len()
+        )]
+    }
+
+    fn header_lines(&self, body: &StreamLimitBody) -> Vec<String> {
+        let p = &body.parameters;
+        let list = |v: Vec<String>| v.join(", ");
+        let fair = if p.fair_windows.is_empty() {
+            "none (`--no-fair-grid`)".to_string()
+        } else {
             format!(
-                "{} already holds a scenario ({SCENARIO_JSON}); choose a new directory",
-                out.display()
+                "fixed windows {{{}}} × batch rows {{{}}} (share = ⌈limit / q⌉: {})",
+                list(p.fair_windows.iter().map(ToString::to_string).collect()),
+                list(p.fair_batch_rows.iter().map(ToString::to_string).collect()),
+                list(
+                    p.qs.iter()
+                        .map(|&q| format!(
+                            "{} at q = {q}",
+                            BatchRows::Share.rows_at(q, p.limit_rows)
+                        ))
+                        .collect()
+                ),
+            )
+        };
+        let cells_per_q: Vec<String> = self.grid.iter().map(|g| g.len().to_string()).collect();
+        vec![
+            format!("cluster: {}", body.cluster.describe()),
+            format!(
+                "data: {} rows per table `sl_q<q>` (`Split::Even(q)`, {} tables), 8-byte hashed \
+                 keys, {}-byte values, one hashed 8-byte term per row in index `{}`",
+                thousands(p.rows as f64, 0),
+                p.durability,
+                p.value_bytes,
+                p.index
             ),
-        ));
+            format!(
+                "query: index `{}` from a random start, limit {}, keys only; the report's fixed \
+                 stream limits send {} row(s) per batch ({}), adaptive sizes batches and windows \
+                 from the query's need (`batch_rows` 0)",
+                p.index,
+                p.limit_rows,
+                p.fixed_batch_rows,
+                if p.fixed_batch_rows == FIXED_BATCH_ROWS {
+                    "one row per message, as rexi"
+                } else {
+                    "**not** the report's one row per message: `--fixed-batch-rows`"
+                },
+            ),
+            format!("fair grid: {fair}"),
+            format!(
+                "runs: {} repeats × {} cells per q ({} report stream limits plus the fair \
+                 grid), each {} s warm-up + {} s measured, closed loop of {} client threads \
+                 sharing one client; order: {}",
+                p.repeat,
+                cells_per_q.join("/"),
+                p.stream_limits.len(),
+                trim_float(p.warmup_s),
+                trim_float(p.duration_s),
+                p.clients,
+                p.order,
+            ),
+            format!("ratio 3 std-dev: {}", p.three_sd_method),
+        ]
     }
-    std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, "create output directory", e))?;
-    let started = Instant::now();
 
-    let cluster = match &args.cluster {
-        Some(addr) => ClusterHandle::Given(addr.clone()),
-        None => {
-            let data = args
-                .dir
-                .clone()
-                .unwrap_or_else(|| out.join(CLUSTER_DATA_DIR));
-            if args.dir.is_none() && data.exists() {
-                // Ours (`--out` holds no earlier scenario.json): a leftover.
-                std::fs::remove_dir_all(&data)
-                    .map_err(|e| BenchError::io(&data, "remove stale cluster data", e))?;
-            }
-            if std::fs::read_dir(&data).is_ok_and(|mut d| d.next().is_some()) {
-                return Err(usage(
-                    "--dir",
-                    format!(
-                        "{} is not empty: the cluster needs a fresh directory",
-                        data.display()
-                    ),
-                ));
-            }
-            eprintln!(
-                "starting the cluster (`{} up`, data in {})",
-                child.program.display(),
-                data.display()
-            );
-            let c = LocalCluster::start(&child.program, &data, &out.join(CLUSTER_LOG), args.tls)?;
-            ClusterHandle::Started(c, data)
-        }
-    };
-    let result = run_on(args, child, &p, &cluster, started);
-    let stopped = match &cluster {
-        ClusterHandle::Started(c, _) => c.stop(),
-        ClusterHandle::Given(_) => Ok(()),
-    };
-    if let ClusterHandle::Started(_, data) = &cluster {
-        if !args.keep_data && data.exists() {
-            if let Err(e) = std::fs::remove_dir_all(data) {
-                eprintln!("warning: cannot remove {}: {e}", data.display());
-            }
-        }
-    }
-    let report = result?;
-    stopped?;
-    Ok(report)
-}
-
-fn run_on(
-    args: &StreamLimitArgs,
-    child: &ChildCommand,
-    p: &Parameters,
-    cluster: &ClusterHandle,
-    started: Instant,
-) -> Result<StreamLimitReport, BenchError> {
-    let out = &args.out;
-    let addr = cluster.addr().to_string();
-    let credential = match cluster {
-        ClusterHandle::Started(c, _) => Some(c.credential()?),
-        ClusterHandle::Given(a) => crate::local_cluster::credential_for(a)?,
-    };
-    let tls = match cluster {
-        ClusterHandle::Started(c, _) => c.client_tls()?,
-        ClusterHandle::Given(_) => None,
-    };
-    let client = Client::connect_with(
-        &addr,
-        ClientConfig {
-            tls,
-            ..ClientConfig::with_credential(credential)
-        },
-    )
-    .map_err(|e| client_err("connect", e))?;
-    let runs_total = p.qs.len() * p.stream_limits.len() * p.repeat as usize;
-    let mut report = StreamLimitReport {
-        scenario: "stream-limit".into(),
-        title: "stream_limit test (after apache/couchdb PR #2360)".into(),
-        quick: args.quick,
-        complete: false,
-        command_line: machine::command_line(&child.invocation),
-        args: child.invocation.clone(),
-        started_at: output::rfc3339_utc(SystemTime::now()),
-        finished_at: None,
-        wall_s: 0.0,
-        git_commit: machine::git_commit(),
-        machine: Machine::current(),
-        cluster: ClusterInfo {
-            addr: addr.clone(),
-            started_here: matches!(cluster, ClusterHandle::Started(..)),
-            data_dir: match cluster {
-                ClusterHandle::Started(_, d) => Some(d.clone()),
-                ClusterHandle::Given(_) => None,
-            },
-            log: match cluster {
-                ClusterHandle::Started(c, _) => Some(c.log_path().to_path_buf()),
-                ClusterHandle::Given(_) => None,
-            },
-            tls: args.tls,
-        },
-        parameters: p.clone(),
-        runs_total,
-        runs_done: 0,
-        runs_failed: 0,
-        loads: Vec::new(),
-        cells: Vec::new(),
-        targets: Vec::new(),
-        runs: Vec::new(),
-    };
-    save_json(out, &report)?;
-    let csv_path = out.join(RUNS_CSV);
-    let mut csv = File::create(&csv_path).map_err(|e| BenchError::io(&csv_path, "create", e))?;
-    writeln!(csv, "{RUNS_CSV_HEADER}").map_err(|e| BenchError::io(&csv_path, "write", e))?;
-    drop(csv);
-
-    let per_run_s = p.warmup_s + p.duration_s;
-    eprintln!(
-        "scenario stream-limit: {} q × {} stream limits × {} repeats = {runs_total} runs of {} s \
-         (~{} plus loading {} rows {} times); results in {}",
-        p.qs.len(),
-        p.stream_limits.len(),
-        p.repeat,
-        trim_float(per_run_s),
-        minutes(runs_total as f64 * per_run_s),
-        thousands(p.rows as f64, 0),
-        p.qs.len(),
-        out.display()
-    );
-    let mut stdout = std::io::stdout().lock();
-    // A closed stdout must not stop the runs: results go to files anyway.
-    let _ = write!(
-        stdout,
-        "# {}\n\n{}\n",
-        report.title,
-        header_markdown(&report)
-    );
-    let _ = stdout.flush();
-
-    let span = start_span(p.rows, p.limit_rows);
-    let mut sequence = 0;
-    for &q in &p.qs {
+    /// Creates the q's table and loads it.
+    fn begin_group(
+        &mut self,
+        group: &Group<Cell>,
+        body: &mut StreamLimitBody,
+    ) -> Result<(), BenchError> {
+        let q = u32::try_from(group.key).unwrap_or(u32::MAX);
         let table = table_name(q);
-        match client.create_table(&table, Split::Even(q), Durability::Nosync) {
+        let addr = &self.cluster.addr;
+        match self
+            .client
+            .create_table(&table, Split::Even(q), Durability::Nosync)
+        {
             Ok(_) => {}
             Err(ClientError::AlreadyExists(m)) => {
                 return Err(client_err(
@@ -1463,7 +980,7 @@ fn run_on(
             }
             Err(e) => return Err(client_err("create table", format!("{table}: {e}"))),
         }
-        let l = load(&client, &table, q, p.rows)?;
+        let l = load(&self.client, &table, q, self.p.rows)?;
         eprintln!(
             "loaded {} rows into {table} ({q} tablets) in {:.1} s ({} rows/s), flushed in {:.2} s",
             thousands(l.rows as f64, 0),
@@ -1471,139 +988,151 @@ fn run_on(
             thousands(l.rows_per_sec, 0),
             l.flush_s
         );
-        report.loads.push(l);
-        for repeat in 1..=p.repeat {
-            let order = shuffled(
-                &p.stream_limits,
-                p.seed ^ (u64::from(q) << 32) ^ u64::from(repeat),
-            );
-            for (pos, &limit) in order.iter().enumerate() {
-                sequence += 1;
-                let query = cell_query(&table, limit, p.fixed_batch_rows);
-                let run_seed = p.seed ^ (u64::from(q) << 40) ^ ((sequence as u64) << 8);
-                if p.warmup_s > 0.0 {
-                    let _ = closed_loop(&client, &query, span, p.clients, p.warmup_s, !run_seed);
-                }
-                let m = closed_loop(&client, &query, span, p.clients, p.duration_s, run_seed);
-                let per_req = |x: u64| {
-                    if m.requests == 0 {
-                        0.0
-                    } else {
-                        x as f64 / m.requests as f64
-                    }
-                };
-                let rec = RunRecord {
-                    q,
-                    stream_limit: limit,
-                    batch_rows: limit.batch_rows(p.fixed_batch_rows),
-                    repeat,
-                    position: pos + 1,
-                    sequence,
-                    clients: p.clients,
-                    elapsed_s: m.elapsed_s,
-                    requests: m.requests,
-                    errors: m.errors,
-                    rows_returned: m.rows_returned,
-                    rows_per_sec: m.rows_returned as f64 / m.elapsed_s.max(f64::MIN_POSITIVE),
-                    rows_sent_per_request: per_req(m.rows_sent),
-                    rows_wasted_per_request: per_req(m.rows_wasted),
-                    waits_per_request: per_req(m.waits),
-                    stalls_per_request: per_req(m.stalls),
-                    retries: m.retries,
-                    p50_us: m.latency_us.value_at_quantile(0.5),
-                    p99_us: m.latency_us.value_at_quantile(0.99),
-                    mean_us: m.latency_us.mean(),
-                    first_error: m.first_error.clone(),
-                };
-                let mut f = OpenOptions::new()
-                    .append(true)
-                    .open(&csv_path)
-                    .map_err(|e| BenchError::io(&csv_path, "open", e))?;
-                writeln!(f, "{}", rec.csv_line())
-                    .map_err(|e| BenchError::io(&csv_path, "write", e))?;
-                let failed = rec.errors > 0 || rec.requests == 0;
-                eprintln!(
-                    "[{sequence:>w$}/{runs_total}] q={q} r{repeat} stream_limit={limit}: {} rows/s, \
-                     {} req, {:.1} sent/req, {:.1} wasted/req, {:.1} waits/req, p50 {:.2} ms, p99 \
-                     {:.2} ms{}; scenario {}",
-                    thousands(rec.rows_per_sec, 0),
-                    rec.requests,
-                    rec.rows_sent_per_request,
-                    rec.rows_wasted_per_request,
-                    rec.waits_per_request,
-                    rec.p50_us as f64 / 1000.0,
-                    rec.p99_us as f64 / 1000.0,
-                    rec.first_error.as_ref().map_or_else(String::new, |e| format!(
-                        "; {} FAILED requests, first: {e}",
-                        rec.errors
-                    )),
-                    minutes(started.elapsed().as_secs_f64()),
-                    w = runs_total.to_string().len()
-                );
-                report.runs_done += 1;
-                if failed {
-                    report.runs_failed += 1;
-                }
-                let dead = rec.requests == 0;
-                report.runs.push(rec);
-                report.cells =
-                    p.qs.iter()
-                        .flat_map(|&q| cells_of(q, &p.stream_limits, &report.runs))
-                        .filter(|c| c.repeats > 0)
-                        .collect();
-                report.targets = check_targets(&report.cells, &p.qs);
-                report.wall_s = started.elapsed().as_secs_f64();
-                save_json(out, &report)?;
-                if dead {
-                    return Err(client_err(
-                        "query",
-                        format!(
-                            "no request of run {sequence} succeeded ({}); results so far are in {}",
-                            report
-                                .runs
-                                .last()
-                                .and_then(|r| r.first_error.clone())
-                                .unwrap_or_default(),
-                            out.display()
-                        ),
-                    ));
-                }
-            }
-        }
-        if let Err(e) = client.drop_table(&table) {
-            eprintln!("warning: cannot drop {table}: {e}");
-        }
-        let _ = writeln!(
-            stdout,
-            "{}",
-            cells_table(&cells_of(q, &p.stream_limits, &report.runs))
-        );
-        let _ = stdout.flush();
+        body.loads.push(l);
+        Ok(())
     }
 
-    report.complete = true;
-    report.finished_at = Some(output::rfc3339_utc(SystemTime::now()));
-    report.wall_s = started.elapsed().as_secs_f64();
-    save_json(out, &report)?;
-    let readme = out.join(README_MD);
-    std::fs::write(&readme, render_markdown(&report))
-        .map_err(|e| BenchError::io(&readme, "write", e))?;
-    let _ = write!(
-        stdout,
-        "## Results\n\n{}\n## Targets\n\n{}\n",
-        cells_table(&report.cells),
-        targets_markdown(&report.targets)
-    );
-    let _ = stdout.flush();
-    eprintln!(
-        "scenario stream-limit: {} runs ({} failed) in {}; {SCENARIO_JSON}, {RUNS_CSV} and \
-         {README_MD} in {}",
-        report.runs_done,
-        report.runs_failed,
-        minutes(report.wall_s),
-        out.display()
-    );
-    Ok(report)
+    /// Drops the q's table.
+    fn end_group(
+        &mut self,
+        group: &Group<Cell>,
+        _body: &mut StreamLimitBody,
+    ) -> Result<(), BenchError> {
+        let table = table_name(u32::try_from(group.key).unwrap_or(u32::MAX));
+        if let Err(e) = self.client.drop_table(&table) {
+            eprintln!("warning: cannot drop {table}: {e}");
+        }
+        Ok(())
+    }
+
+    /// A warm-up loop, then the measured closed loop of the cell's query.
+    fn measure(&mut self, at: &RunAt<'_, Cell>) -> Result<RunRecord, BenchError> {
+        let q = self.p.qs[at.planned.group];
+        let cell = at.cell;
+        let query = cell_query(&table_name(q), cell);
+        let sequence = at.planned.sequence;
+        let run_seed = self.p.seed ^ (u64::from(q) << 40) ^ ((sequence as u64) << 8);
+        let (client, span) = (&self.client, self.span);
+        let request = |rng: &mut BenchRng, counts: &mut Counts| {
+            let mut qr = query.clone();
+            qr.start = random_start(rng, span);
+            let st = client
+                .query(&qr, &mut |row| {
+                    std::hint::black_box(row);
+                })
+                .map_err(|e| e.to_string())?;
+            counts.insert("rows_returned", st.rows_returned);
+            counts.insert("rows_sent", st.rows_sent);
+            counts.insert("rows_wasted", st.rows_wasted);
+            counts.insert("waits", st.waits);
+            counts.insert("stalls", st.stalls);
+            counts.insert("retries", u64::from(st.retries));
+            Ok(())
+        };
+        if self.p.warmup_s > 0.0 {
+            let _ = closed_loop(self.p.clients, self.p.warmup_s, !run_seed, request);
+        }
+        let m = closed_loop(self.p.clients, self.p.duration_s, run_seed, request);
+        Ok(RunRecord {
+            q,
+            stream_limit: cell.stream_limit,
+            batch_rows: cell.batch_rows,
+            repeat: at.planned.repeat,
+            position: at.planned.position,
+            sequence,
+            clients: self.p.clients,
+            elapsed_s: m.elapsed_s,
+            requests: m.requests,
+            errors: m.errors,
+            rows_returned: m.count("rows_returned"),
+            rows_per_sec: m.per_second("rows_returned"),
+            rows_sent_per_request: m.per_request("rows_sent"),
+            rows_wasted_per_request: m.per_request("rows_wasted"),
+            waits_per_request: m.per_request("waits"),
+            stalls_per_request: m.per_request("stalls"),
+            retries: m.count("retries"),
+            p50_us: m.latency_us.value_at_quantile(0.5),
+            p99_us: m.latency_us.value_at_quantile(0.99),
+            mean_us: m.latency_us.mean(),
+            first_error: m.first_error,
+        })
+    }
+
+    fn record(&mut self, body: &mut StreamLimitBody, _at: &RunAt<'_, Cell>, run: RunRecord) {
+        body.runs.push(run);
+        body.cells = self.all_cells(&body.runs);
+        body.fair = self
+            .p
+            .qs
+            .iter()
+            .filter_map(|&q| fair_of(q, &body.cells, self.p.limit_rows))
+            .collect();
+        body.targets = check_targets(&body.cells, &self.p.qs, &self.p);
+    }
+
+    fn group_table(&self, body: &StreamLimitBody, group: &Group<Cell>) -> String {
+        let q = u32::try_from(group.key).unwrap_or(u32::MAX);
+        format!(
+            "{}{}",
+            cells_table(&cells_of(q, &group.cells, &body.runs)),
+            Self::fair_line(body, q)
+        )
+    }
+
+    fn summary(&self, body: &StreamLimitBody) -> String {
+        format!(
+            "## Results\n\n{}\n## Adaptive against the best fixed (window, batch rows) pair\n\n{}\n\
+             ## Targets\n\n{}",
+            cells_table(&body.cells),
+            fair_table(&body.fair),
+            targets_markdown(&body.targets)
+        )
+    }
+
+    fn readme_tail(&self, body: &StreamLimitBody) -> String {
+        let mut s = String::new();
+        if !body.loads.is_empty() {
+            s.push_str(
+                "## Loads\n\n| q | rows | load s | rows/s | flush s |\n|---:|---:|---:|---:|---:|\n",
+            );
+            for l in &body.loads {
+                s.push_str(&format!(
+                    "| {} | {} | {:.1} | {} | {:.2} |\n",
+                    l.q,
+                    thousands(l.rows as f64, 0),
+                    l.load_s,
+                    thousands(l.rows_per_sec, 0),
+                    l.flush_s
+                ));
+            }
+            s.push('\n');
+        }
+        s.push_str(&format!(
+            "## Files\n\n`{SCENARIO_JSON}` holds every number above with the per-repeat rows/s; \
+             `{RUNS_CSV}` has one line per run; `{SCENARIO_PNG}` charts rows/s and rows sent per \
+             request against q; `{CLUSTER_LOG}` is the started cluster's output.\n\
+             \nrows/s is rows returned per measured second over all client threads; wasted rows \
+             arrived at the client and were thrown away when the limit was met; sent rows is \
+             every row that arrived; waits counts the merge blocking on a tablet's next batch. \
+             The best fixed pair at a q is the fixed cell (report's or fair grid's) with the \
+             highest mean rows/s there.\n"
+        ));
+        s
+    }
+
+    fn charts(&self, body: &StreamLimitBody) -> Vec<ChartSpec> {
+        vec![scenario_chart(body)]
+    }
+}
+
+/// Runs the scenario; the cluster is started with `child.program up`.
+pub fn run(args: &StreamLimitArgs, child: &ChildCommand) -> Result<StreamLimitReport, BenchError> {
+    let p = parameters(args)?;
+    framework::output::claim_out_dir(&args.out)?;
+    with_cluster(&args.cluster, &args.out, &child.program, |cluster| {
+        let mut s = StreamLimit::new(p, args.quick, cluster.connect()?, cluster.info());
+        framework::run(&mut s, &args.out, &child.invocation)
+    })
 }
 
 #[cfg(test)]
@@ -1625,9 +1154,13 @@ mod tests {
             .args
     }
 
+    fn params(extra: &[&str]) -> Parameters {
+        parameters(&args(extra)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
-    fn defaults_are_the_reports_grid() {
-        let p = parameters(&args(&[])).unwrap_or_else(|e| panic!("{e}"));
+    fn defaults_are_the_reports_grid_and_the_fair_grid() {
+        let p = params(&[]);
         assert_eq!(p.qs, QS);
         assert_eq!(
             p.stream_limits
@@ -1636,19 +1169,27 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["5", "10", "100", "adaptive"]
         );
+        assert_eq!(p.fair_windows, [2, 5, 10]);
+        assert_eq!(
+            p.fair_batch_rows
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["8", "32", "share"]
+        );
         assert_eq!(
             (p.rows, p.repeat, p.duration_s, p.warmup_s),
             (FULL_ROWS, 10, 30.0, 5.0)
         );
-        let p = parameters(&args(&["--quick"])).unwrap_or_else(|e| panic!("{e}"));
+        let p = params(&["--quick"]);
         assert_eq!(
             (p.rows, p.repeat, p.duration_s, p.warmup_s),
-            (QUICK_ROWS, 3, 5.0, 1.0)
+            (QUICK_ROWS, 3, 3.0, 0.5)
         );
-        // The quick budget: 48 runs leave over 4 minutes for starting the
-        // cluster and the four loads.
-        const { assert!(4.0 * 4.0 * 3.0 * (QUICK_DURATION_S + QUICK_WARMUP_S) <= 330.0) };
-        let p = parameters(&args(&[
+        // The quick budget: at most 13 cells per q, 4 q, 3 repeats in under
+        // 9.5 minutes, leaving a minute for the cluster and the four loads.
+        const { assert!(13.0 * 4.0 * 3.0 * (QUICK_DURATION_S + QUICK_WARMUP_S) <= 570.0) };
+        let p = params(&[
             "--q",
             "8,32",
             "--stream-limits",
@@ -1663,8 +1204,8 @@ mod tests {
             "0",
             "--clients",
             "1",
-        ]))
-        .unwrap_or_else(|e| panic!("{e}"));
+            "--no-fair-grid",
+        ]);
         assert_eq!(p.qs, [8, 32]);
         assert_eq!(
             p.stream_limits,
@@ -1677,6 +1218,53 @@ mod tests {
             (p.rows, p.repeat, p.duration_s, p.warmup_s, p.clients),
             (3000, 1, 1.0, 0.0, 1)
         );
+        assert!(p.fair_windows.is_empty() && p.fair_batch_rows.is_empty());
+        assert_eq!(grid(&p, 8).len(), 2);
+    }
+
+    #[test]
+    fn the_fair_grid_adds_batched_windows_with_a_tablets_share() {
+        let p = params(&[]);
+        let at = |q: u32| -> Vec<String> {
+            grid(&p, q)
+                .iter()
+                .map(|c| match c.stream_limit.fixed() {
+                    Some(w) => format!("{w}x{}", c.batch_rows),
+                    None => "adaptive".into(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            at(8),
+            [
+                "5x1", "10x1", "100x1", "adaptive", "2x8", "2x32", "2x125", "5x8", "5x32", "5x125",
+                "10x8", "10x32", "10x125"
+            ]
+        );
+        // ⌈1000 / 32⌉ = 32: at every window the share is the 32-row cell,
+        // measured once.
+        assert_eq!(at(32).len(), 10);
+        assert!(at(32).contains(&"5x32".to_string()));
+        assert!(at(96).contains(&"10x11".to_string()));
+        assert!(at(192).contains(&"2x6".to_string()));
+        let g = grid(&p, 8);
+        assert!(g[0].report && !g[0].fair);
+        assert!(g[3].report && g[3].fair, "adaptive is in both grids");
+        assert!(!g[4].report && g[4].fair);
+        assert_eq!(g[3].batch_rows, ADAPTIVE_BATCH_ROWS);
+        // A report cell that is also a fair cell is measured once.
+        let p = params(&["--fixed-batch-rows", "8"]);
+        let g = grid(&p, 8);
+        assert_eq!(g.len(), 11, "5 × 8 and 10 × 8 are in both grids");
+        assert!(g[0].report && g[0].fair && g[0].batch_rows == 8);
+        assert_eq!(BatchRows::Share.rows_at(1, 1000), 1000);
+        assert_eq!(BatchRows::Share.rows_at(4096, 1000), 1);
+        assert_eq!(g[1].to_string(), "stream_limit=10,batch_rows=8");
+        assert_eq!(g[3].to_string(), "stream_limit=adaptive");
+        let j = serde_json::to_value(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(j["fair_batch_rows"], serde_json::json!([8, 32, "share"]));
+        let back: Parameters = serde_json::from_value(j).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, p);
     }
 
     #[test]
@@ -1691,6 +1279,10 @@ mod tests {
             (&["--q", "0"], "--q"),
             (&["--stream-limits", "5,5"], "--stream-limits"),
             (&["--fixed-batch-rows", "0"], "--fixed-batch-rows"),
+            (&["--fair-windows", "0"], "--fair-windows"),
+            (&["--fair-windows", "2,2"], "--fair-windows"),
+            (&["--fair-batch-rows", "20000"], "--fair-batch-rows"),
+            (&["--fair-batch-rows", "share,share"], "--fair-batch-rows"),
         ] {
             match parameters(&args(extra)) {
                 Ok(_) => panic!("accepted {extra:?}"),
@@ -1701,161 +1293,12 @@ mod tests {
         assert!(Cli::try_parse_from(&v).is_err());
         v[4] = "fast";
         assert!(Cli::try_parse_from(&v).is_err());
-    }
-
-    #[test]
-    fn keys_and_terms_are_unique_and_spread_over_the_tablets() {
-        let n = 20_000u64;
-        let mut keys: Vec<[u8; 8]> = (0..n).map(row_key).collect();
-        let mut terms: Vec<[u8; 8]> = (0..n).map(row_term).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        terms.sort_unstable();
-        terms.dedup();
-        assert_eq!((keys.len(), terms.len()), (n as usize, n as usize));
-        // 8 even tablets over the first key byte: each within 10% of n/8.
-        let mut per = [0u64; 8];
-        for i in 0..n {
-            per[usize::from(row_key(i)[0] >> 5)] += 1;
-        }
-        assert!(per.iter().all(|&c| c.abs_diff(n / 8) < n / 80), "{per:?}");
-        // The 1000 rows after a term come from all tablets: the term order
-        // does not follow the key order.
-        let mut by_term: Vec<(u64, u8)> = (0..n)
-            .map(|i| (u64::from_be_bytes(row_term(i)), row_key(i)[0] >> 5))
-            .collect();
-        by_term.sort_unstable();
-        let mut hit = [0u64; 8];
-        for &(_, t) in &by_term[5000..6000] {
-            hit[usize::from(t)] += 1;
-        }
-        assert!(hit.iter().all(|&c| (80..=170).contains(&c)), "{hit:?}");
-        let m = row_mutation(7);
-        assert_eq!(m.value.len(), VALUE_BYTES);
-        assert_eq!(m.index_terms[0].index, INDEX);
-        assert_eq!(m.index_terms[0].term, row_term(7));
-    }
-
-    #[test]
-    fn starts_leave_a_full_limit_after_them() {
-        assert_eq!(start_span(1000, 1000), u64::MAX);
-        assert_eq!(start_span(10, 1000), u64::MAX);
-        let s = start_span(1_000_000, 1000);
-        let frac = s as f64 / u64::MAX as f64;
-        assert!((frac - 0.999).abs() < 1e-9, "{frac}");
-        let mut rng = BenchRng::seed_from_u64(1);
-        for _ in 0..1000 {
-            let b = random_start(&mut rng, 5);
-            assert!(u64::from_be_bytes(b.try_into().unwrap_or_default()) <= 5);
-        }
-    }
-
-    #[test]
-    fn shuffles_are_seeded_permutations() {
-        let v = [1, 2, 3, 4];
-        let a = shuffled(&v, 9);
-        assert_eq!(a, shuffled(&v, 9));
-        let mut s = a.clone();
-        s.sort_unstable();
-        assert_eq!(s, v);
-        assert!((0..20).any(|seed| shuffled(&v, seed) != a));
-    }
-
-    fn run(q: u32, l: WindowMode, repeat: u32, rows_per_sec: f64) -> RunRecord {
-        RunRecord {
-            q,
-            stream_limit: CellLimit(l),
-            batch_rows: CellLimit(l).batch_rows(FIXED_BATCH_ROWS),
-            repeat,
-            position: 1,
-            sequence: 1,
-            clients: 2,
-            elapsed_s: 1.0,
-            requests: 100,
-            errors: 0,
-            rows_returned: rows_per_sec as u64,
-            rows_per_sec,
-            rows_sent_per_request: 1100.0,
-            rows_wasted_per_request: 100.0,
-            waits_per_request: 3.0,
-            stalls_per_request: 1.0,
-            retries: 0,
-            p50_us: 1000,
-            p99_us: 3000,
-            mean_us: 1100.0,
-            first_error: None,
-        }
-    }
-
-    #[test]
-    fn cells_have_the_reports_columns_and_targets_are_checked() {
-        let limits: Vec<CellLimit> = STREAM_LIMITS.iter().copied().map(CellLimit).collect();
-        let mut runs = Vec::new();
-        for r in 1..=2 {
-            let d = if r == 1 { 0.99 } else { 1.01 };
-            runs.push(run(192, WindowMode::Fixed(5), r, 150_000.0 * d));
-            runs.push(run(192, WindowMode::Fixed(10), r, 100_000.0 * d));
-            runs.push(run(192, WindowMode::Fixed(100), r, 30_000.0 * d));
-            runs.push(run(192, WindowMode::Adaptive, r, 160_000.0 * d));
-        }
-        let cells = cells_of(192, &limits, &runs);
-        assert_eq!(cells.len(), 4);
-        let c5 = &cells[0];
-        assert!((c5.ratio_vs_10.unwrap_or(0.0) - 1.5).abs() < 1e-9);
-        assert!(c5.ratio_vs_10_three_sd_pct.is_some_and(|p| p > 0.0));
-        assert_eq!(cells[1].ratio_vs_10, Some(1.0));
-        assert_eq!(cells[1].ratio_vs_10_three_sd_pct, None);
-        assert!((c5.wasted_rows_per_request - 100.0).abs() < 1e-9);
-        let j = serde_json::to_value(&cells).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(j[0]["stream_limit"], 5);
-        assert_eq!(j[3]["stream_limit"], "adaptive");
-        for key in [
-            "q",
-            "stream_limit",
-            "rows_per_sec_mean",
-            "rows_per_sec_stddev_pct",
-            "ratio_vs_10",
-            "wasted_rows_per_request",
-        ] {
-            assert!(!j[3][key].is_null(), "{key}");
-        }
-        let back: Vec<CellReport> = serde_json::from_value(j).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(back, cells);
-        let t = check_targets(&cells, &[192]);
-        assert_eq!(
-            (t[0].verdict, t[1].verdict),
-            (Verdict::Met, Verdict::Met),
-            "{t:?}"
+        v[3] = "--fair-batch-rows";
+        assert!(Cli::try_parse_from(&v).is_err());
+        assert!(
+            Cli::try_parse_from(["x", "--out", "o", "--no-fair-grid", "--fair-windows", "2"])
+                .is_err()
         );
-
-        // Adaptive 20% under the best fixed limit, far outside the noise.
-        let slow: Vec<RunRecord> = runs
-            .iter()
-            .cloned()
-            .map(|mut r| {
-                if r.stream_limit.0 == WindowMode::Adaptive {
-                    r.rows_per_sec *= 0.75;
-                }
-                r
-            })
-            .collect();
-        let t = check_targets(&cells_of(192, &limits, &slow), &[192, 8]);
-        assert_eq!(
-            (t[0].verdict, t[1].verdict),
-            (Verdict::Missed, Verdict::Missed),
-            "{t:?}"
-        );
-        assert!(t[1].detail.contains("q=8: not evaluated"), "{t:?}");
-        let t = check_targets(&[], &[8]);
-        assert_eq!(
-            (t[0].verdict, t[1].verdict),
-            (Verdict::NotEvaluated, Verdict::NotEvaluated)
-        );
-
-        let md = cells_table(&cells);
-        assert!(md.contains("| 192 | 5 | 1 | 150,000.0 |"), "{md}");
-        assert!(md.contains("| 192 | adaptive | auto |"), "{md}");
-        let line = runs[0].csv_line();
-        assert_eq!(line.split(',').count(), RUNS_CSV_HEADER.split(',').count());
+        assert!(Cli::try_parse_from(["x", "--out", "o", "--cluster", "a:1", "--tls"]).is_err());
     }
 }

@@ -4,9 +4,14 @@
 //! Owns the variants (8 KB values with `sync` and `nosync`, 4 KB and 16 KB
 //! `nosync`), their workload (incompressible `fixed` values, pareto keys over a
 //! key space much larger than the run writes, 5 GET : 1 UPDATE, closed loop,
-//! starting empty) and the quick / full parameters. It must never run anything
-//! itself: [`super::run_scenario`] runs the children, one per variant, target
-//! and repeat, under the memory limit.
+//! starting empty), the quick / full presets, its measured cell (one child
+//! process, the current binary's `bench run`, per variant, target and
+//! repeat, under the memory limit: [`framework::child::run_child`]) and its
+//! tables ([`super::report`]). The plan, the outputs and the child
+//! processes are the [`framework`]'s. It must never measure in its own
+//! process (a store's page cache, threads and allocator state must not leak
+//! from one run into the next) and never run a child outside its memory
+//! limit unless told to with `--no-memory-limit`.
 //!
 //! Scaling choices (the report: a 5-node cluster, 60–100 basho_bench workers,
 //! 200M keys, 4–6 hours, data growing well past the page cache):
@@ -31,13 +36,20 @@
 //!   2–8× the limit. The table shows `written (× limit)` and the peak RSS per
 //!   target, and a note flags every target that wrote less than 2× the limit.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{run_scenario, ChildCommand, ScenarioReport, ScenarioSpec, VariantSpec};
+use super::cgroup::{self, MEMORY_LIMIT_BYTES_MIN};
+use super::framework::child::{run_child, ChildCommand, ChildRun};
+use super::framework::output::{mib, Report, SCENARIO_JSON};
+use super::framework::plan::{Group, Interleave, Plan};
+use super::framework::preset::{check_distinct, check_range, usage, Preset};
+use super::framework::{self, RunAt, Scenario};
+use super::report::{report_table, RunMetrics, RunRecord, VariantReport};
 use crate::cli::CACHE_BYTES_DEFAULT;
 use crate::error::BenchError;
+use crate::output::RunSummary;
 use crate::targets::{known_targets, ClusterTarget, MemoryTarget};
 use crate::workload::{
     KeyEncoding, KeyGenerator, Mode, Operations, ValueGenerator, Workload, REPORT_INTERVAL_S_MIN,
@@ -77,6 +89,55 @@ pub const FULL_MEMORY_LIMIT_BYTES: u64 = 2 << 30;
 pub const FULL_KEYS: u64 = 20_000_000;
 /// Most repeats accepted.
 pub const REPEAT_MAX: u32 = 100;
+
+/// File name of a child's captured stdout and stderr, in its run directory.
+pub const RUN_LOG: &str = "run.log";
+/// Time a child gets beyond its measured duration (open, close, cleanup)
+/// before it is killed, seconds.
+pub const CHILD_GRACE_S: f64 = 300.0;
+/// Time limit of a child whose workload has no duration (op count only), seconds.
+pub const CHILD_TIMEOUT_NO_DURATION_S: f64 = 86_400.0;
+/// Rough per-run cost beyond the measured time (process start, open, close,
+/// cleanup), seconds; only used for the time estimate printed at the start.
+pub const CHILD_OVERHEAD_ESTIMATE_S: f64 = 4.0;
+/// What the JSON and the README say when runs had no memory limit.
+pub const NO_MEMORY_LIMIT_WARNING: &str = "NO MEMORY LIMIT: runs were not confined by a \
+    cgroup memory limit (--no-memory-limit), so a store's data may have fitted in the page \
+    cache and reads may never have touched the disk; these results do not show behaviour \
+    once data outgrows memory.";
+/// How the runs are ordered (recorded in `scenario.json`).
+pub const RUN_ORDER: &str = "variants in turn; within a variant, repeats in turn; within a \
+    repeat, every target once, the target order rotated by one per repeat (round-robin), so \
+    repeated runs of different targets interleave";
+
+/// What `--quick` and a full run differ in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VolumeShape {
+    /// Measured seconds per run.
+    pub run_s: f64,
+    /// Longest report interval, seconds.
+    pub report_interval_s: f64,
+    /// Memory limit per run, bytes.
+    pub memory_limit_bytes: u64,
+    /// Key space.
+    pub keys: u64,
+}
+
+/// The quick and full presets.
+pub const PRESETS: Preset<VolumeShape> = Preset {
+    quick: VolumeShape {
+        run_s: QUICK_RUN_S,
+        report_interval_s: QUICK_REPORT_INTERVAL_S,
+        memory_limit_bytes: QUICK_MEMORY_LIMIT_BYTES,
+        keys: QUICK_KEYS,
+    },
+    full: VolumeShape {
+        run_s: FULL_RUN_S,
+        report_interval_s: FULL_REPORT_INTERVAL_S,
+        memory_limit_bytes: FULL_MEMORY_LIMIT_BYTES,
+        keys: FULL_KEYS,
+    },
+};
 
 /// One variant of the volume test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,29 +303,55 @@ pub fn workload(
     }
 }
 
-fn usage(arg: &'static str, reason: String) -> BenchError {
-    BenchError::Usage { arg, reason }
+/// One variant of the scenario: a workload and a durability mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantSpec {
+    /// Name, also the directory under `--out`.
+    pub name: String,
+    /// The report's test description.
+    pub description: String,
+    /// The workload (seed of repeat 1).
+    pub workload: Workload,
+    /// fsync every write (`bench run --sync`).
+    pub sync: bool,
+}
+
+/// Everything the volume scenario runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeSpec {
+    /// `--quick`.
+    pub quick: bool,
+    /// Variants, in run order.
+    pub variants: Vec<VariantSpec>,
+    /// Targets; the first is the subject of the deltas.
+    pub targets: Vec<String>,
+    /// Runs per variant and target.
+    pub repeat: u32,
+    /// Memory limit per child, bytes; `None` with `--no-memory-limit`.
+    pub memory_limit_bytes: Option<u64>,
+    /// Cache budget of every target, bytes.
+    pub cache_bytes: u64,
+    /// The scenario's parameters, echoed into `scenario.json`.
+    pub parameters: serde_json::Value,
 }
 
 /// Checks `args` and turns them into the scenario to run.
-pub fn spec(args: &VolumeArgs) -> Result<(ScenarioSpec, VolumeParameters), BenchError> {
+pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchError> {
     let known = known_targets();
-    let targets = if args.targets.is_empty() {
+    let targets: Vec<String> = if args.targets.is_empty() {
         default_targets()
     } else {
         args.targets.iter().map(|t| t.trim().to_string()).collect()
     };
-    for (i, t) in targets.iter().enumerate() {
+    for t in &targets {
         if !known.contains(&t.as_str()) {
             return Err(BenchError::UnknownTarget {
                 name: t.clone(),
                 known,
             });
         }
-        if targets[..i].contains(t) {
-            return Err(usage("--targets", format!("`{t}` is listed twice")));
-        }
     }
+    check_distinct("--targets", &targets)?;
     let variants: Vec<Variant> = if args.variants.is_empty() {
         VARIANTS.to_vec()
     } else {
@@ -287,25 +374,12 @@ pub fn spec(args: &VolumeArgs) -> Result<(ScenarioSpec, VolumeParameters), Bench
         }
         chosen
     };
-    if args.repeat == 0 || args.repeat > REPEAT_MAX {
-        return Err(usage(
-            "--repeat",
-            format!("{} is not in 1..={REPEAT_MAX}", args.repeat),
-        ));
-    }
-    let run_s = args
-        .duration_s
-        .unwrap_or(if args.quick { QUICK_RUN_S } else { FULL_RUN_S });
-    let mode_interval = if args.quick {
-        QUICK_REPORT_INTERVAL_S
-    } else {
-        FULL_REPORT_INTERVAL_S
-    };
+    check_range("--repeat", args.repeat, 1, REPEAT_MAX)?;
+    let preset = <Volume as Scenario>::PRESETS.pick(args.quick);
+    let run_s = args.duration_s.unwrap_or(preset.run_s);
     // At least ten report rows per run, so the last window is a tenth of it.
-    let report_interval_s = (run_s / 10.0).clamp(REPORT_INTERVAL_S_MIN, mode_interval);
-    let keys = args
-        .keys
-        .unwrap_or(if args.quick { QUICK_KEYS } else { FULL_KEYS });
+    let report_interval_s = (run_s / 10.0).clamp(REPORT_INTERVAL_S_MIN, preset.report_interval_s);
+    let keys = args.keys.unwrap_or(preset.keys);
     let memory_limit_bytes = if args.no_memory_limit {
         None
     } else {
@@ -313,16 +387,12 @@ pub fn spec(args: &VolumeArgs) -> Result<(ScenarioSpec, VolumeParameters), Bench
             Some(mib) => mib
                 .checked_mul(1 << 20)
                 .ok_or_else(|| usage("--memory-limit-mib", format!("{mib} MiB is too large")))?,
-            None if args.quick => QUICK_MEMORY_LIMIT_BYTES,
-            None => FULL_MEMORY_LIMIT_BYTES,
+            None => preset.memory_limit_bytes,
         };
-        if bytes < super::cgroup::MEMORY_LIMIT_BYTES_MIN {
+        if bytes < MEMORY_LIMIT_BYTES_MIN {
             return Err(usage(
                 "--memory-limit-mib",
-                format!(
-                    "at least {} MiB",
-                    super::cgroup::MEMORY_LIMIT_BYTES_MIN >> 20
-                ),
+                format!("at least {} MiB", MEMORY_LIMIT_BYTES_MIN >> 20),
             ));
         }
         Some(bytes)
@@ -368,28 +438,348 @@ pub fn spec(args: &VolumeArgs) -> Result<(ScenarioSpec, VolumeParameters), Bench
         repeat: args.repeat,
         seed: args.seed,
     };
-    let spec = ScenarioSpec {
-        name: "volume".into(),
-        title: "Volume test (after martinsumner/leveled docs/VOLUME.md)".into(),
+    let spec = VolumeSpec {
         quick: args.quick,
-        out: args.out.clone(),
         variants: variant_specs,
         targets,
         repeat: args.repeat,
         memory_limit_bytes,
         cache_bytes: args.cache_bytes,
         parameters: serde_json::to_value(&parameters).map_err(|e| BenchError::Json {
-            file: args.out.join(super::SCENARIO_JSON),
+            file: args.out.join(SCENARIO_JSON),
             message: e.to_string(),
         })?,
     };
     Ok((spec, parameters))
 }
 
+/// The volume scenario's own fields of `scenario.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeBody {
+    /// Memory limit of every run (cgroup v1 `memory.limit_in_bytes`: anonymous
+    /// memory and page cache together), bytes; `None`: no limit.
+    pub memory_limit_bytes: Option<u64>,
+    /// Set when there was no memory limit.
+    pub memory_limit_warning: Option<String>,
+    /// Targets in order; the first is the subject of the deltas.
+    pub targets: Vec<String>,
+    /// Runs per variant and target.
+    pub repeat: u32,
+    /// How the runs were ordered.
+    pub order: String,
+    /// The scenario's parameters (workers, run length, key space, ...).
+    pub parameters: serde_json::Value,
+    /// Per variant, per target results.
+    pub variants: Vec<VariantReport>,
+}
+
+/// The volume scenario's `scenario.json`.
+pub type ScenarioReport = Report<VolumeBody>;
+
+/// A run's directory relative to `--out`: `<variant>/<target>-r<repeat>`.
+pub fn run_dir_name(variant: &str, target: &str, repeat: u32) -> String {
+    format!("{variant}/{target}-r{repeat}")
+}
+
+/// The workload file every target of `variant` runs in repeat `repeat`.
+pub fn workload_file(out: &Path, variant: &str, repeat: u32) -> PathBuf {
+    out.join(variant).join(format!("workload-r{repeat}.toml"))
+}
+
+/// The volume scenario, ready to run.
+#[derive(Debug)]
+pub struct Volume {
+    spec: VolumeSpec,
+    child: ChildCommand,
+    /// Every run so far, per variant.
+    records: Vec<Vec<RunRecord>>,
+}
+
+impl Volume {
+    /// The scenario of `spec`, starting children with `child`.
+    pub fn new(spec: VolumeSpec, child: ChildCommand) -> Volume {
+        let records = vec![Vec::new(); spec.variants.len()];
+        Volume {
+            spec,
+            child,
+            records,
+        }
+    }
+
+    fn variant_report(&self, v: &VariantSpec, runs: &[RunRecord]) -> VariantReport {
+        VariantReport::build(
+            &v.name,
+            &v.description,
+            &v.workload,
+            v.sync,
+            &self.spec.targets,
+            runs,
+            self.spec.memory_limit_bytes,
+        )
+    }
+}
+
+impl Scenario for Volume {
+    type Cell = String;
+    type Run = RunRecord;
+    type Body = VolumeBody;
+    type Shape = VolumeShape;
+    const PRESETS: Preset<VolumeShape> = PRESETS;
+
+    fn name(&self) -> &'static str {
+        "volume"
+    }
+
+    fn title(&self) -> String {
+        "Volume test (after martinsumner/leveled docs/VOLUME.md)".into()
+    }
+
+    fn quick(&self) -> bool {
+        self.spec.quick
+    }
+
+    /// Variants in turn; within one, every target once per repeat, rotated.
+    fn plan(&self) -> Plan<String> {
+        Plan {
+            groups: self
+                .spec
+                .variants
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Group {
+                    name: v.name.clone(),
+                    key: i as u64,
+                    cells: self.spec.targets.clone(),
+                })
+                .collect(),
+            repeat: self.spec.repeat,
+            interleave: Interleave::Rotate,
+        }
+    }
+
+    fn plan_words(&self) -> (&'static str, &'static str) {
+        ("variants", "targets")
+    }
+
+    fn run_estimate_s(&self) -> f64 {
+        self.spec.variants[0].workload.duration_s.unwrap_or(0.0) + CHILD_OVERHEAD_ESTIMATE_S
+    }
+
+    fn body(&self) -> VolumeBody {
+        VolumeBody {
+            memory_limit_bytes: self.spec.memory_limit_bytes,
+            memory_limit_warning: self
+                .spec
+                .memory_limit_bytes
+                .is_none()
+                .then(|| NO_MEMORY_LIMIT_WARNING.to_string()),
+            targets: self.spec.targets.clone(),
+            repeat: self.spec.repeat,
+            order: RUN_ORDER.to_string(),
+            parameters: self.spec.parameters.clone(),
+            variants: self
+                .spec
+                .variants
+                .iter()
+                .map(|v| self.variant_report(v, &[]))
+                .collect(),
+        }
+    }
+
+    fn announce(&self) -> Vec<String> {
+        let mut lines = vec![match self.spec.memory_limit_bytes {
+            Some(b) => format!(
+                "memory limit: {} per run (cgroup v1, anonymous memory and page cache)",
+                mib(b as f64)
+            ),
+            None => format!("WARNING: {NO_MEMORY_LIMIT_WARNING}"),
+        }];
+        if self.spec.memory_limit_bytes.is_some()
+            && self.spec.targets.iter().any(|t| t == MemoryTarget::NAME)
+        {
+            lines.push(
+                "note: the `memory` target keeps every value in RAM; under the memory limit it \
+                 is OOM-killed once its data outgrows the limit"
+                    .into(),
+            );
+        }
+        lines
+    }
+
+    fn warning(&self, body: &VolumeBody) -> Option<String> {
+        body.memory_limit_warning.clone()
+    }
+
+    fn header_lines(&self, body: &VolumeBody) -> Vec<String> {
+        let limit = match body.memory_limit_bytes {
+            Some(b) => format!(
+                "{} per run (cgroup v1 `memory.limit_in_bytes`: the store's memory and its page \
+                 cache together)",
+                mib(b as f64)
+            ),
+            None => "**none** (`--no-memory-limit`)".to_string(),
+        };
+        let parameters = match body.parameters.as_object() {
+            Some(map) => map
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => body.parameters.to_string(),
+        };
+        vec![
+            format!("memory limit: {limit}"),
+            format!(
+                "targets: {} (deltas are `{}` against each other target: `subject / peer − 1`)",
+                body.targets.join(", "),
+                body.targets.first().map_or("?", String::as_str),
+            ),
+            format!("parameters: {parameters}"),
+            format!("order: {}", body.order),
+        ]
+    }
+
+    /// Writes every variant's workload file per repeat (repeat `r` runs with
+    /// seed `seed + r − 1`, the same for every target).
+    fn prepare(&mut self, out: &Path) -> Result<(), BenchError> {
+        for v in &self.spec.variants {
+            for r in 1..=self.spec.repeat {
+                let mut w = v.workload.clone();
+                w.seed = Some(w.seed.unwrap_or(0).wrapping_add(u64::from(r - 1)));
+                let path = workload_file(out, &v.name, r);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| BenchError::io(dir, "create variant directory", e))?;
+                }
+                std::fs::write(&path, w.to_toml_string())
+                    .map_err(|e| BenchError::io(&path, "write", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One child `bench run` of the variant's workload against the target,
+    /// under the memory limit; its `summary.json` read back.
+    fn measure(&mut self, at: &RunAt<'_, String>) -> Result<RunRecord, BenchError> {
+        let variant = &self.spec.variants[at.planned.group];
+        let target = at.cell.as_str();
+        let repeat = at.planned.repeat;
+        let rel = run_dir_name(&variant.name, target, repeat);
+        let dir = at.out.join(&rel);
+        if dir.exists() {
+            // Ours (`--out` holds no earlier scenario.json): a leftover of an
+            // interrupted scenario that would mix files of two runs.
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| BenchError::io(&dir, "remove stale run directory", e))?;
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| BenchError::io(&dir, "create run directory", e))?;
+        let mut args = self.child.prefix.clone();
+        args.extend([
+            "run".to_string(),
+            workload_file(at.out, &variant.name, repeat)
+                .to_string_lossy()
+                .into_owned(),
+            "--target".into(),
+            target.to_string(),
+            "--out".into(),
+            dir.to_string_lossy().into_owned(),
+            if variant.sync { "--sync" } else { "--nosync" }.into(),
+            "--cache-bytes".into(),
+            self.spec.cache_bytes.to_string(),
+        ]);
+        let expected_s = variant.workload.duration_s;
+        let outcome = run_child(&ChildRun {
+            program: &self.child.program,
+            args: &args,
+            log: &dir.join(RUN_LOG),
+            memory_limit_bytes: self.spec.memory_limit_bytes,
+            cgroup_suffix: format!("{}-{}", std::process::id(), at.planned.sequence),
+            timeout_s: expected_s.map_or(CHILD_TIMEOUT_NO_DURATION_S, |d| d + CHILD_GRACE_S),
+            expected_s,
+            label: &at.label,
+        })?;
+        let mut error = outcome.error;
+        let mut metrics = None;
+        if error.is_none() {
+            match RunSummary::load(&dir) {
+                Ok(s) if s.target != target => {
+                    error = Some(format!(
+                        "summary.json names target `{}`, expected `{target}`",
+                        s.target
+                    ));
+                }
+                Ok(s) => metrics = Some(RunMetrics::from_summary(&s)),
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
+        if let (None, Some(m)) = (&error, &outcome.memory) {
+            if m.max_usage_bytes == 0 {
+                error = Some(
+                    "nothing was charged to the run's memory cgroup: it did not run under the \
+                     limit"
+                        .into(),
+                );
+                metrics = None;
+            }
+        }
+        Ok(RunRecord {
+            variant: variant.name.clone(),
+            target: target.to_string(),
+            repeat,
+            sequence: at.planned.sequence,
+            dir: rel,
+            wall_s: outcome.wall_s,
+            error,
+            metrics,
+            memory: outcome.memory,
+        })
+    }
+
+    fn record(&mut self, body: &mut VolumeBody, at: &RunAt<'_, String>, run: RunRecord) {
+        let g = at.planned.group;
+        self.records[g].push(run);
+        body.variants[g] = self.variant_report(&self.spec.variants[g], &self.records[g]);
+    }
+
+    fn group_table(&self, body: &VolumeBody, group: &Group<String>) -> String {
+        body.variants
+            .iter()
+            .find(|v| v.name == group.name)
+            .map_or_else(String::new, |v| {
+                v.table(&body.targets, body.memory_limit_bytes)
+            })
+    }
+
+    fn summary(&self, body: &VolumeBody) -> String {
+        format!("## Summary\n\n{}", report_table(&body.variants))
+    }
+
+    fn readme_tail(&self, body: &VolumeBody) -> String {
+        let mut s = String::from("## Variants\n\n");
+        for v in &body.variants {
+            s.push_str(&v.table(&body.targets, body.memory_limit_bytes));
+            s.push('\n');
+        }
+        s.push_str(&format!(
+            "## Files\n\n`{SCENARIO_JSON}` holds every number above with the per-repeat values \
+             and standard deviations. Each run's directory `<variant>/<target>-r<i>/` holds \
+             `summary.csv`, `<op>_latencies.csv`, `errors.csv`, `summary.json`, `summary.png`, \
+             `workload.toml` and `{RUN_LOG}` (the child's output); \
+             `<variant>/workload-r<i>.toml` is the workload every target ran in repeat `i`.\n"
+        ));
+        s
+    }
+}
+
 /// Runs the volume scenario, starting children with `child`.
 pub fn run(args: &VolumeArgs, child: &ChildCommand) -> Result<ScenarioReport, BenchError> {
     let (spec, _) = spec(args)?;
-    run_scenario(&spec, child)
+    if spec.memory_limit_bytes.is_some() {
+        cgroup::check_available()?;
+    }
+    let mut scenario = Volume::new(spec, child.clone());
+    framework::run(&mut scenario, &args.out, &child.invocation)
 }
 
 #[cfg(test)]
@@ -539,5 +929,227 @@ mod tests {
         assert_eq!(p.report_interval_s, 0.1);
         assert_eq!(spec.targets, ["memory", "tablinum"]);
         assert_eq!(spec.variants.len(), 1);
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|a| a.to_string()).collect()
+    }
+
+    fn synthetic() -> (Volume, ScenarioReport) {
+        use crate::scenario::cgroup::CgroupStats;
+        use crate::scenario::machine::Machine;
+        use crate::scenario::report::RunMetrics;
+        let (spec, _) = spec(&VolumeArgs {
+            targets: s(&["tablinum", "memory"]),
+            variants: s(&["8k-sync"]),
+            memory_limit_mib: Some(256),
+            ..args()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let child = ChildCommand {
+            program: PathBuf::from("/bin/true"),
+            prefix: s(&["bench"]),
+            invocation: s(&[
+                "tablinum", "bench", "scenario", "volume", "--quick", "--out", "x",
+            ]),
+        };
+        let mut v = Volume::new(spec, child.clone());
+        let targets = s(&["tablinum", "rocksdb"]);
+        v.spec.targets = targets.clone();
+        let run = |t: &str, ops: f64| RunRecord {
+            variant: "8k-sync".into(),
+            target: t.into(),
+            repeat: 1,
+            sequence: 1,
+            dir: run_dir_name("8k-sync", t, 1),
+            wall_s: 22.0,
+            error: None,
+            metrics: Some(RunMetrics {
+                elapsed_s: 20.0,
+                ops_per_sec: ops,
+                last_window_ops_per_sec: ops / 2.0,
+                last_window_s: 2.0,
+                get_p99_us: 100.0,
+                update_p99_us: 200.0,
+                get_found_pct: 10.0,
+                updates: 100_000,
+                data_written_bytes: 100_000 * 8192,
+                failed_ops: 0,
+                disk_bytes: None,
+            }),
+            memory: Some(CgroupStats {
+                limit_bytes: 256 << 20,
+                max_usage_bytes: 255 << 20,
+                max_rss_bytes: 100 << 20,
+                limit_hits: 5,
+                oom_kills: 0,
+            }),
+        };
+        let mut r = Report::new("volume", v.title(), true, &child.invocation, 2, v.body());
+        r.started_at = "2026-11-21T00:00:00Z".into();
+        r.machine = Machine {
+            cores: Some(2),
+            ram_bytes: Some(24 << 30),
+            kernel: Some("6.1".into()),
+            cpu_model: Some("AMD EPYC".into()),
+        };
+        r.git_commit = None;
+        let plan = v.plan();
+        for (i, rec) in [run("tablinum", 2000.0), run("rocksdb", 1000.0)]
+            .into_iter()
+            .enumerate()
+        {
+            let at = RunAt {
+                cell: &targets[i],
+                planned: plan.runs()[i],
+                total: 2,
+                label: String::new(),
+                out: Path::new("x"),
+                started: std::time::Instant::now(),
+            };
+            v.record(&mut r.body, &at, rec);
+            r.runs_done += 1;
+        }
+        r.complete = true;
+        r.finished_at = Some("2026-11-21T00:01:00Z".into());
+        r.wall_s = 60.0;
+        (v, r)
+    }
+
+    #[test]
+    fn scenario_json_has_the_documented_shape() {
+        let (_, r) = synthetic();
+        let j = serde_json::to_value(&r).unwrap_or_else(|e| panic!("{e}"));
+        for key in [
+            "scenario",
+            "complete",
+            "command_line",
+            "args",
+            "started_at",
+            "finished_at",
+            "git_commit",
+            "machine",
+            "memory_limit_bytes",
+            "memory_limit_warning",
+            "targets",
+            "repeat",
+            "order",
+            "parameters",
+            "runs_total",
+            "runs_done",
+            "runs_failed",
+            "variants",
+        ] {
+            assert!(j.get(key).is_some(), "missing {key}");
+        }
+        assert!(j.get("body").is_none());
+        for key in ["cores", "ram_bytes", "kernel", "cpu_model"] {
+            assert!(j["machine"].get(key).is_some(), "missing machine.{key}");
+        }
+        assert_eq!(j["memory_limit_bytes"], 256 << 20);
+        assert_eq!(j["parameters"]["workers"], 16);
+        let v = &j["variants"][0];
+        assert_eq!(v["name"], "8k-sync");
+        assert_eq!(v["sync"], true);
+        let t = &v["targets"]["tablinum"];
+        for key in [
+            "ops_per_sec",
+            "last_window_ops_per_sec",
+            "get_p99_us",
+            "update_p99_us",
+        ] {
+            assert!(t[key]["mean"].is_number(), "{key}.mean");
+            assert!(t[key]["sd"].is_number(), "{key}.sd");
+            assert!(t[key]["values"].is_array(), "{key}.values");
+        }
+        assert_eq!(t["ops_per_sec"]["mean"], 2000.0);
+        assert_eq!(t["runs"][0]["dir"], "8k-sync/tablinum-r1");
+        assert_eq!(t["runs"][0]["memory"]["max_usage_bytes"], 255u64 << 20);
+        assert_eq!(v["deltas"][0]["peer"], "rocksdb");
+        assert_eq!(v["deltas"][0]["overall_pct"], 100.0);
+        // Round trip.
+        let back: ScenarioReport = serde_json::from_value(j).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn readme_has_command_machine_limit_and_tables() {
+        let (v, mut r) = synthetic();
+        let md = framework::render_markdown(&v, &r);
+        assert!(
+            md.starts_with("# Volume test (after martinsumner/leveled docs/VOLUME.md)\n\n```sh\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("tablinum bench scenario volume --quick --out x"),
+            "{md}"
+        );
+        assert!(md.contains("2 cores (AMD EPYC)"), "{md}");
+        assert!(
+            md.contains("finished 2026-11-21T00:01:00Z: 2 runs (0 failed)"),
+            "{md}"
+        );
+        assert!(md.contains("256.0 MiB per run"), "{md}");
+        assert!(md.contains("\n## Summary\n\n| Test Description |"), "{md}");
+        assert!(
+            md.contains("| 8KB value, 16 workers, sync | rocksdb | 2,000.00 | +100.0% | +100.0% |"),
+            "{md}"
+        );
+        assert!(md.contains("\n## Variants\n\n### 8k-sync — "), "{md}");
+        assert!(
+            md.contains("- tablinum vs rocksdb: +100.0% / +100.0%"),
+            "{md}"
+        );
+        assert!(md.contains("## Files"), "{md}");
+        assert!(!md.contains("WARNING"), "{md}");
+        r.body.memory_limit_bytes = None;
+        r.body.memory_limit_warning = Some(NO_MEMORY_LIMIT_WARNING.into());
+        let md = framework::render_markdown(&v, &r);
+        assert!(md.contains("> **WARNING** NO MEMORY LIMIT"), "{md}");
+        assert!(md.contains("memory limit: **none**"), "{md}");
+        assert_eq!(
+            v.group_table(&r.body, &v.plan().groups[0]),
+            r.variants[0].table(&r.targets, r.memory_limit_bytes)
+        );
+    }
+
+    #[test]
+    fn the_plan_rotates_targets_within_each_variant() {
+        let (spec, _) = spec(&VolumeArgs {
+            targets: s(&["tablinum", "memory"]),
+            variants: s(&["8k-sync", "4k-nosync"]),
+            repeat: 2,
+            ..args()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let v = Volume::new(
+            spec,
+            ChildCommand {
+                program: PathBuf::from("/bin/true"),
+                prefix: vec![],
+                invocation: vec![],
+            },
+        );
+        let plan = v.plan();
+        let order: Vec<(String, String, u32)> = plan
+            .runs()
+            .iter()
+            .map(|r| {
+                let g = &plan.groups[r.group];
+                (g.name.clone(), g.cells[r.cell].clone(), r.repeat)
+            })
+            .collect();
+        let want = [
+            ("8k-sync", "tablinum", 1),
+            ("8k-sync", "memory", 1),
+            ("8k-sync", "memory", 2),
+            ("8k-sync", "tablinum", 2),
+            ("4k-nosync", "tablinum", 1),
+        ];
+        for (got, want) in order.iter().zip(want) {
+            assert_eq!((got.0.as_str(), got.1.as_str(), got.2), want);
+        }
+        assert_eq!(order.len(), 8);
+        assert_eq!(run_dir_name("8k-sync", "rocksdb", 2), "8k-sync/rocksdb-r2");
     }
 }
