@@ -445,7 +445,7 @@ pub struct ScanArgs {
     /// built-in default).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Eventual scans: a TOML file of dispatcher profiles.
+    /// Eventual scans: a TOML file of dispatcher profiles (docs/dispatcher.md).
     #[arg(long)]
     pub dispatcher: Option<PathBuf>,
     /// Only rows whose key or value contains STR (run on the servers).
