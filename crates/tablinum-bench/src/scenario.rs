@@ -15,6 +15,8 @@
 //! - [`stream_limit`] (the CouchDB `stream_limit` report): index queries
 //!   against one cluster (`tablinum up` as a child process), the client and
 //!   its coordinator measured in this process.
+//! - [`scan_servers`] (the Accumulo scan-server report): its four tables
+//!   simulated by `tablinum-sim` (the measured loopback run is still to come).
 //!
 //! A scenario must never measure two runs at once, never run a child outside
 //! its memory limit unless told to with `--no-memory-limit` (and then it says
@@ -26,6 +28,7 @@ pub mod cgroup;
 pub mod framework;
 pub mod machine;
 pub mod report;
+pub mod scan_servers;
 pub mod stream_limit;
 pub mod volume;
 
@@ -49,6 +52,12 @@ pub enum ScenarioCommand {
     /// std-dev %, ratio to 10 with its 3 std-dev %), adaptive against the
     /// best fixed (window, batch rows) pair, and the targets' verdicts.
     StreamLimit(stream_limit::StreamLimitArgs),
+    /// The Accumulo scan-server report's four tables (large scans, grep on 1
+    /// and 5 tablets, small scans), SIMULATED: the real dispatcher and busy
+    /// rule in a seeded model of the report's setups, Accumulo 2.1's
+    /// configuration and tablinum's default profile, beside the report's
+    /// figures, with the rank correlation that validates the model.
+    ScanServers(scan_servers::ScanServersArgs),
 }
 
 /// Runs a scenario command from the `tablinum` binary (children are started by
@@ -63,6 +72,10 @@ pub fn execute(cmd: ScenarioCommand) -> Result<(), BenchError> {
         ScenarioCommand::StreamLimit(args) => {
             let r = stream_limit::run(&args, &child)?;
             (r.runs_failed, r.runs_total, args.out)
+        }
+        ScenarioCommand::ScanServers(args) => {
+            let r = scan_servers::run(&args)?;
+            (0, r.rows.len(), args.out)
         }
     };
     if failed > 0 {

@@ -240,3 +240,55 @@ fn cluster_target_runs_a_workload_with_and_without_its_own_cluster() {
     let tables = ok(&tables);
     assert!(!tables.contains("bench_t"), "{tables}");
 }
+
+#[test]
+fn scan_servers_scenario_writes_the_simulated_report_rows() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = tmp.path().join("ss");
+    let out_s = out.to_string_lossy().into_owned();
+    let o = tablinum(&[
+        "bench",
+        "scenario",
+        "scan-servers",
+        "--probe-scans",
+        "4",
+        "--out",
+        &out_s,
+    ]);
+    let stdout = ok(&o);
+    assert!(stdout.contains("SIMULATED"), "{stdout}");
+    assert!(stdout.contains("large-near-ideal"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("scenario.json")).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rows = json["rows"].as_array().unwrap_or_else(|| panic!("no rows"));
+    // The report's 23 rows under both selectors, with the fields.
+    assert_eq!(rows.len(), 46);
+    for r in rows {
+        for f in [
+            "test",
+            "id",
+            "source",
+            "selector",
+            "sservers",
+            "initial",
+            "busy_timeout_ms",
+            "scan_type",
+            "concurrent",
+            "busy_events",
+            "avg_ms",
+            "sd_ms",
+            "min_ms",
+            "max_ms",
+            "p99_ms",
+        ] {
+            assert!(r.get(f).is_some(), "row without {f}: {r}");
+        }
+        assert_eq!(r["source"], "simulated");
+    }
+    assert!(rows.iter().any(|r| r["id"] == "D833"));
+    // A second run into the same directory is refused, nothing overwritten.
+    let o = tablinum(&["bench", "scenario", "scan-servers", "--out", &out_s]);
+    assert!(!o.status.success());
+}
