@@ -502,3 +502,138 @@ fn a_separate_tablet_server_needs_the_cluster_secret() {
     assert_eq!(c.client.status().unwrap().servers.len(), 1);
     rt.block_on(r.shutdown());
 }
+
+/// Scan servers listen and join the cluster too: outsiders are refused on
+/// every read a scan server serves, a revoked token is refused there once
+/// revoke returns, and without the cluster secret nobody can register as a
+/// scan server (or list them).
+#[test]
+fn scan_servers_refuse_outsiders_and_impostors_cannot_register() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = setup(dir.path());
+    c.client.flush("t").unwrap();
+    let ss = c.add_sserver(|_| {});
+    let t0 = std::time::Instant::now();
+    while c.client.status().unwrap().scan_servers.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never registered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let table_id = c.client.locations("t", true).unwrap().table.id;
+    let (info, tok) = c.client.create_token(Role::Read, "ss-reader").unwrap();
+    // The scan server's reads with `cred`: Get, Head, Scan, ScanMany.
+    let reads = |cred: Option<&Credential>| -> Vec<(&'static str, Code)> {
+        c.rt.block_on(async {
+            let mut t = common::raw_tserver_as(&ss, cred).await;
+            let code = |r: Result<(), tonic::Status>| r.err().map_or(Code::Ok, |s| s.code());
+            let get = v1::GetRequest {
+                table: "t".into(),
+                key: b"k1".to_vec(),
+                table_id,
+                tablet_id: 0,
+            };
+            let start = v1::ScanStart {
+                table: "t".into(),
+                table_id,
+                ..Default::default()
+            };
+            let (mut t1, mut t2) = (t.clone(), t.clone());
+            let scan = async {
+                let mut s = t1
+                    .scan(tokio_stream::iter(vec![v1::ScanClientMessage {
+                        msg: Some(v1::scan_client_message::Msg::Start(start.clone())),
+                    }]))
+                    .await?
+                    .into_inner();
+                s.message().await.map(drop)
+            };
+            let many = async {
+                let mut s = t2
+                    .scan_many(tokio_stream::iter(vec![v1::ScanManyClientMessage {
+                        msg: Some(v1::scan_many_client_message::Msg::Start(
+                            v1::ScanManyStart {
+                                scans: vec![start.clone()],
+                            },
+                        )),
+                    }]))
+                    .await?
+                    .into_inner();
+                s.message().await.map(drop)
+            };
+            vec![
+                ("Get", code(t.get(get.clone()).await.map(drop))),
+                ("Head", code(t.head(get).await.map(drop))),
+                ("Scan", code(scan.await)),
+                ("ScanMany", code(many.await)),
+            ]
+        })
+    };
+    // Wait until the scan server holds the new token (a heartbeat).
+    let t0 = std::time::Instant::now();
+    while reads(Some(&tok)).iter().any(|(_, code)| *code != Code::Ok) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "token never accepted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let forged = Credential::parse(&format!(
+        "tbt1.{}.{}",
+        c.admin.token_id().unwrap(),
+        "0".repeat(64)
+    ))
+    .unwrap();
+    let other_cluster = ClusterSecret::generate().unwrap().credential();
+    for (who, cred) in [
+        ("nobody", None),
+        ("forged", Some(&forged)),
+        ("other cluster", Some(&other_cluster)),
+    ] {
+        for (call, code) in reads(cred) {
+            assert_eq!(
+                code,
+                Code::Unauthenticated,
+                "{who}: {call} on the scan server"
+            );
+        }
+    }
+    // Revoked: refused on the scan server too, at once.
+    c.client.revoke_token(&info.id).unwrap();
+    for (call, code) in reads(Some(&tok)) {
+        assert_eq!(
+            code,
+            Code::Unauthenticated,
+            "revoked: {call} on the scan server"
+        );
+    }
+    // Registering as a scan server needs the cluster secret; listing them
+    // needs credentials.
+    let addr = c.addr();
+    c.rt.block_on(async {
+        for cred in [None, Some(&other_cluster), Some(&c.admin)] {
+            let mut m = common::raw_manager_as(&addr, cred).await;
+            let e = m
+                .scan_server_heartbeat(v1::ScanServerHeartbeatRequest {
+                    server_id: "impostor-ss".into(),
+                    address: "127.0.0.1:3".into(),
+                    http: "127.0.0.1:3".into(),
+                    group: "default".into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(e.code(), Code::Unauthenticated | Code::PermissionDenied),
+                "{e:?}"
+            );
+        }
+        let mut m = common::raw_manager_as(&addr, None).await;
+        let e = m
+            .list_scan_servers(v1::ListScanServersRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+    });
+    let listed = c.client.status().unwrap().scan_servers;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].address, ss);
+}
