@@ -13,6 +13,7 @@
 
 pub mod config;
 mod error;
+mod heartbeat;
 pub use error::{Error, Result};
 pub mod http;
 pub mod listen;

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use tablinum_auth::{ClusterSecret, Need, Verifier};
 use tablinum_dispatch::busy::BusyTimeout;
 use tablinum_engine::{ReadOnlyStore, Shared};
-use tablinum_proto::v1::{self, manager_client::ManagerClient, tablet_server_server::TabletServer};
+use tablinum_proto::v1::{self, tablet_server_server::TabletServer};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::config::SserverConfig;
@@ -262,53 +262,41 @@ impl Sserver {
     }
 
     /// Heartbeats to the manager every `heartbeat_interval_ms` until `stop`.
-    pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let ep = match tablinum_client::endpoint(&self.cfg.manager, self.client_tls.as_ref()) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(manager = %self.cfg.manager, error = %e, "bad manager address; not heartbeating");
-                return;
-            }
-        };
-        let mut mgr = ManagerClient::with_interceptor(
-            ep.connect_lazy(),
-            tablinum_auth::Bearer::new(Some(&self.secret.credential())),
-        );
+    pub async fn heartbeat_loop(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
         let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
-        let mut failing = false;
-        loop {
-            let (running, queued) = self.queue.depth();
-            let req = v1::ScanServerHeartbeatRequest {
-                server_id: self.id.clone(),
-                address: self.address.clone(),
-                http: self.http.clone(),
-                group: self.cfg.group.clone(),
-                scans_running: u32::try_from(running).unwrap_or(u32::MAX),
-                queue_depth: u32::try_from(queued).unwrap_or(u32::MAX),
-                batches_total: self.queue.batches_total.load(Ordering::Relaxed),
-                busy_total: self.queue.busy_total.load(Ordering::Relaxed),
-                tokens_version: self.verifier.tokens_version(),
-            };
-            match mgr.scan_server_heartbeat(req).await {
-                Ok(r) => {
-                    failing = false;
-                    let r = r.into_inner();
-                    if r.tokens_changed {
-                        self.verifier
-                            .set_tokens(r.tokens_version, crate::tserver::grants(&r.tokens));
-                    }
-                }
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(manager = %self.cfg.manager, error = %e.message(), "scan server heartbeat failed");
-                }
-                Err(_) => {}
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = stop.changed() => return,
-            }
+        let me = self.clone();
+        crate::heartbeat::run(
+            "sserver",
+            &self.cfg.manager,
+            self.client_tls.as_ref(),
+            &self.secret,
+            period,
+            stop,
+            move |mgr| me.clone().heartbeat(mgr),
+        )
+        .await;
+    }
+
+    /// One heartbeat: report this server, take the token set if it changed.
+    async fn heartbeat(self: Arc<Self>, mut mgr: crate::heartbeat::Manager) -> Result<(), Status> {
+        let (running, queued) = self.queue.depth();
+        let req = v1::ScanServerHeartbeatRequest {
+            server_id: self.id.clone(),
+            address: self.address.clone(),
+            http: self.http.clone(),
+            group: self.cfg.group.clone(),
+            scans_running: u32::try_from(running).unwrap_or(u32::MAX),
+            queue_depth: u32::try_from(queued).unwrap_or(u32::MAX),
+            batches_total: self.queue.batches_total.load(Ordering::Relaxed),
+            busy_total: self.queue.busy_total.load(Ordering::Relaxed),
+            tokens_version: self.verifier.tokens_version(),
+        };
+        let r = mgr.scan_server_heartbeat(req).await?.into_inner();
+        if r.tokens_changed {
+            self.verifier
+                .set_tokens(r.tokens_version, crate::tserver::grants(&r.tokens));
         }
+        Ok(())
     }
 
     /// The slot of one scan of `view`.
@@ -404,11 +392,13 @@ impl Sserver {
         (credits, tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 
-    /// An eventual point read: the key's tablet view, on a scan thread.
-    async fn read_one(
+    /// An eventual point read: `read` of the key's tablet view, run on a
+    /// scan thread.
+    async fn read_one<T>(
         self: &Arc<Self>,
         r: &v1::GetRequest,
-    ) -> Result<Option<tablinum_engine::Head>, Status> {
+        read: impl FnOnce(&ReadOnlyStore, &[u8]) -> tablinum_engine::Result<T>,
+    ) -> Result<T, Status> {
         let view = self.view(r.table_id, r.tablet_id).await?;
         let _running = self
             .queue
@@ -416,8 +406,7 @@ impl Sserver {
             .await
             .map_err(|e| crate::scan::busy_status(&e))?;
         self.metrics.reads.fetch_add(1, Ordering::Relaxed);
-        let key = r.key.clone();
-        tokio::task::block_in_place(|| view.head(&key)).map_err(status_from_engine)
+        tokio::task::block_in_place(|| read(&view, &r.key)).map_err(status_from_engine)
     }
 }
 
@@ -459,15 +448,7 @@ impl TabletServer for SserverService {
     async fn get(&self, req: Request<v1::GetRequest>) -> Result<Response<v1::GetResponse>, Status> {
         authorize(&req, "Get")?;
         let r = req.into_inner();
-        let ss = self.0.clone();
-        let view = ss.view(r.table_id, r.tablet_id).await?;
-        let _running = ss
-            .queue
-            .enter(None)
-            .await
-            .map_err(|e| crate::scan::busy_status(&e))?;
-        ss.metrics.reads.fetch_add(1, Ordering::Relaxed);
-        let v = tokio::task::block_in_place(|| view.get(&r.key)).map_err(status_from_engine)?;
+        let v = self.0.read_one(&r, |v, k| v.get(k)).await?;
         Ok(Response::new(v1::GetResponse {
             found: v.is_some(),
             value: v.unwrap_or_default(),
@@ -480,7 +461,7 @@ impl TabletServer for SserverService {
     ) -> Result<Response<v1::HeadResponse>, Status> {
         authorize(&req, "Head")?;
         let r = req.into_inner();
-        let h = self.0.read_one(&r).await?;
+        let h = self.0.read_one(&r, |v, k| v.head(k)).await?;
         Ok(Response::new(crate::scan::head_response(h)))
     }
 

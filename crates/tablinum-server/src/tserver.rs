@@ -740,35 +740,25 @@ impl Tserver {
     }
 
     /// Heartbeats every interval until `stop` fires.
-    pub async fn heartbeat_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let ep = match tablinum_client::endpoint(&self.cfg.manager, self.client_tls.as_ref()) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(manager = %self.cfg.manager, error = %e, "bad manager address; not heartbeating");
-                return;
-            }
-        };
-        let mut mgr = ManagerClient::with_interceptor(
-            ep.connect_lazy(),
-            tablinum_auth::Bearer::new(Some(&self.secret.credential())),
-        );
+    pub async fn heartbeat_loop(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
         let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
-        let mut failing = false;
-        loop {
-            self.flush_old_writes().await;
-            match self.heartbeat(&mut mgr).await {
-                Ok(()) => failing = false,
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(manager = %self.cfg.manager, error = %e.message(), "heartbeat failed");
+        let me = self.clone();
+        crate::heartbeat::run(
+            "tserver",
+            &self.cfg.manager,
+            self.client_tls.as_ref(),
+            &self.secret,
+            period,
+            stop,
+            move |mut mgr| {
+                let me = me.clone();
+                async move {
+                    me.flush_old_writes().await;
+                    me.heartbeat(&mut mgr).await
                 }
-                Err(_) => {}
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = stop.changed() => return,
-            }
-        }
+            },
+        )
+        .await;
     }
 
     /// Freezes (for flush) every tablet whose oldest unflushed write is
