@@ -11,7 +11,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use tablinum_auth::files::{credentials_path, load_token_file, lookup_credentials, TOKEN_ENV};
 use tablinum_client::{
-    Client, ClientConfig, Credential, Durability, Query, Role, Split, CLUSTER_ADDR_DEFAULT,
+    Client, ClientConfig, Consistency, Credential, Durability, Query, Role, Split,
+    CLUSTER_ADDR_DEFAULT,
 };
 use tablinum_server::config::{MANAGER_HTTP_DEFAULT, MANAGER_LISTEN_DEFAULT};
 use tablinum_stream::window::WindowMode;
@@ -351,8 +352,15 @@ pub fn put(cluster: &ClusterArg, table: &str, key: &str, value: &str) -> anyhow:
 }
 
 /// `tablinum get TABLE KEY`; exit status 1 when absent.
-pub fn get(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool> {
-    match connect(cluster)?.get(table, key.as_bytes()).map_err(hint)? {
+pub fn get(cluster: &ClusterArg, table: &str, key: &str, read: &PointArgs) -> anyhow::Result<bool> {
+    let (c, consistency) = read.read.open(cluster)?;
+    let (v, stats) = c
+        .get_with(table, key.as_bytes(), &consistency)
+        .map_err(hint)?;
+    if read.stats {
+        print_read_stats(&stats);
+    }
+    match v {
         Some(v) => {
             out!("{}", show(&v));
             Ok(true)
@@ -366,11 +374,20 @@ pub fn get(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool>
 
 /// `tablinum head TABLE KEY`: the object's metadata; exit status 1 when
 /// absent.
-pub fn head(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool> {
-    match connect(cluster)?
-        .head(table, key.as_bytes())
-        .map_err(hint)?
-    {
+pub fn head(
+    cluster: &ClusterArg,
+    table: &str,
+    key: &str,
+    read: &PointArgs,
+) -> anyhow::Result<bool> {
+    let (c, consistency) = read.read.open(cluster)?;
+    let (h, stats) = c
+        .head_with(table, key.as_bytes(), &consistency)
+        .map_err(hint)?;
+    if read.stats {
+        print_read_stats(&stats);
+    }
+    match h {
         Some(h) => {
             out!("seq={}", h.seq);
             out!("value_len={}", h.value_len);
@@ -388,6 +405,17 @@ pub fn head(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<bool
     }
 }
 
+/// Options of `tablinum get` and `tablinum head`.
+#[derive(Debug, Args)]
+pub struct PointArgs {
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Print which server answered, attempts, busy answers and hedges to
+    /// stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
 /// `tablinum delete TABLE KEY`.
 pub fn delete(cluster: &ClusterArg, table: &str, key: &str) -> anyhow::Result<()> {
     let seq = connect(cluster)?
@@ -402,6 +430,72 @@ pub fn flush(cluster: &ClusterArg, table: &str) -> anyhow::Result<()> {
     let n = connect(cluster)?.flush(table).map_err(hint)?;
     out!("flushed {n} tablets of {table}");
     Ok(())
+}
+
+/// Where a read goes: `--consistency` and the dispatcher's options.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// `immediate` (tablet servers: every acknowledged write) or
+    /// `eventual` (scan servers: what tablet servers last flushed; see ARCHITECTURE.md for the bound).
+    #[arg(long, default_value = "immediate", value_parser = ["immediate", "eventual"])]
+    pub consistency: String,
+    /// Eventual reads: a busy timeout for every attempt instead of the
+    /// profile's, ms (1..=3600000).
+    #[arg(long)]
+    pub busy_timeout_ms: Option<u64>,
+    /// Eventual reads: the dispatcher profile (default: the file's, or the
+    /// built-in default).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Eventual reads: a TOML file of dispatcher profiles (docs/dispatcher.md).
+    #[arg(long)]
+    pub dispatcher: Option<PathBuf>,
+}
+
+impl ReadArgs {
+    /// The client (with the dispatcher file, if any) and the consistency,
+    /// checked before anything is read.
+    fn open(&self, cluster: &ClusterArg) -> anyhow::Result<(Client, Consistency)> {
+        let eventual = self.consistency == "eventual";
+        if !eventual
+            && (self.busy_timeout_ms.is_some()
+                || self.profile.is_some()
+                || self.dispatcher.is_some())
+        {
+            bail!("--busy-timeout-ms, --profile and --dispatcher apply to --consistency eventual only");
+        }
+        let dispatcher = match &self.dispatcher {
+            Some(f) => Some(std::sync::Arc::new(
+                tablinum_client::Profiles::load(f)
+                    .with_context(|| format!("--dispatcher {}", f.display()))?,
+            )),
+            None => None,
+        };
+        let c = connect_with(cluster, dispatcher)?;
+        if !eventual {
+            return Ok((c, Consistency::Immediate));
+        }
+        // Check the profile before any tablet is touched.
+        c.as_async()
+            .profile(self.profile.as_deref())
+            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+        let consistency = Consistency::Eventual {
+            profile: self.profile.clone(),
+            busy_timeout_ms: self.busy_timeout_ms,
+        };
+        Ok((c, consistency))
+    }
+}
+
+/// Prints what a point read did to stderr.
+fn print_read_stats(s: &tablinum_client::ReadStats) {
+    let plan = s
+        .plan
+        .map_or_else(|| "tablet server".to_string(), |p| format!("plan {p}"));
+    eprintln!(
+        "served by {} ({plan}) attempts {} busy {} hedges {} hedge won {}",
+        s.server, s.attempts, s.busy_answers, s.hedges, s.hedge_won
+    );
 }
 
 /// Options of `tablinum scan`.
@@ -433,21 +527,8 @@ pub struct ScanArgs {
     /// Print the query's counters (rows sent, wasted, waits) to stderr.
     #[arg(long)]
     pub stats: bool,
-    /// `immediate` (tablet servers: every acknowledged write) or
-    /// `eventual` (scan servers: what tablet servers last flushed).
-    #[arg(long, default_value = "immediate", value_parser = ["immediate", "eventual"])]
-    pub consistency: String,
-    /// Eventual scans: a busy timeout for every attempt instead of the
-    /// profile's, ms (1..=3600000).
-    #[arg(long)]
-    pub busy_timeout_ms: Option<u64>,
-    /// Eventual scans: the dispatcher profile (default: the file's, or the
-    /// built-in default).
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Eventual scans: a TOML file of dispatcher profiles (docs/dispatcher.md).
-    #[arg(long)]
-    pub dispatcher: Option<PathBuf>,
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Only rows whose key or value contains STR (run on the servers).
     #[arg(long)]
     pub grep: Option<String>,
@@ -461,24 +542,8 @@ pub struct ScanArgs {
 
 /// `tablinum scan ...`.
 pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
-    let eventual = a.consistency == "eventual";
-    if !eventual && (a.busy_timeout_ms.is_some() || a.profile.is_some() || a.dispatcher.is_some()) {
-        bail!("--busy-timeout-ms, --profile and --dispatcher apply to --consistency eventual only");
-    }
-    let dispatcher = match &a.dispatcher {
-        Some(f) => Some(std::sync::Arc::new(
-            tablinum_client::Profiles::load(f)
-                .with_context(|| format!("--dispatcher {}", f.display()))?,
-        )),
-        None => None,
-    };
-    let c = connect_with(cluster, dispatcher)?;
-    if eventual {
-        // Check the profile before any tablet is touched.
-        c.as_async()
-            .profile(a.profile.as_deref())
-            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
-    }
+    let eventual = a.read.consistency == "eventual";
+    let (c, consistency) = a.read.open(cluster)?;
     let q = Query {
         table: a.table,
         start: a.start.into_bytes(),
@@ -489,14 +554,7 @@ pub fn scan(cluster: &ClusterArg, a: ScanArgs) -> anyhow::Result<()> {
         stream_limit: a.stream_limit,
         batch_rows: 0,
         keys_only: a.keys_only,
-        consistency: if eventual {
-            tablinum_client::Consistency::Eventual {
-                profile: a.profile.clone(),
-                busy_timeout_ms: a.busy_timeout_ms,
-            }
-        } else {
-            tablinum_client::Consistency::Immediate
-        },
+        consistency,
         filter: (a.grep.is_some() || a.prefix.is_some() || a.count).then(|| {
             tablinum_client::Filter {
                 grep: a.grep.clone().unwrap_or_default().into_bytes(),

@@ -89,6 +89,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        read: cluster::PointArgs,
     },
     /// Show one object's metadata without reading its value: `tablinum
     /// head TABLE KEY` (exit 1 when absent).
@@ -99,6 +101,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        read: cluster::PointArgs,
     },
     /// Delete one object: `tablinum delete TABLE KEY`.
     Delete {
@@ -320,8 +324,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cluster,
             table,
             key,
+            read,
         } => {
-            if !cluster::get(&cluster, &table, &key)? {
+            if !cluster::get(&cluster, &table, &key, &read)? {
                 std::process::exit(1);
             }
         }
@@ -329,8 +334,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cluster,
             table,
             key,
+            read,
         } => {
-            if !cluster::head(&cluster, &table, &key)? {
+            if !cluster::head(&cluster, &table, &key, &read)? {
                 std::process::exit(1);
             }
         }

@@ -632,6 +632,7 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
             key: key.clone().into_bytes(),
             table_id: 0,
             tablet_id: 0,
+            busy_timeout_ms: 0,
         })
         .await
     });

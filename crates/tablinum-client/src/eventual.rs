@@ -100,6 +100,33 @@ pub(crate) struct EventualSource {
     pub(crate) pumps: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// A tablet's name for the dispatcher (rendezvous hashing, heat).
+pub(crate) fn tablet_key(table_id: u64, tablet_id: u64) -> Vec<u8> {
+    let mut k = table_id.to_be_bytes().to_vec();
+    k.extend_from_slice(&tablet_id.to_be_bytes());
+    k
+}
+
+/// The busy timeout of a tablet's attempt after `attempts_before` ones, ms:
+/// the selector's (`chosen_ms`), or, with an override, the override
+/// escalated by the profile's multiplier per earlier attempt (up to the
+/// profile's cap), so a short timeout sheds load without failing the read.
+pub(crate) fn busy_timeout_ms(
+    profile: &Profile,
+    override_ms: Option<u64>,
+    attempts_before: usize,
+    chosen_ms: u64,
+) -> u64 {
+    match override_ms {
+        Some(o) => {
+            let k = i32::try_from(attempts_before).unwrap_or(i32::MAX);
+            let t = o as f64 * profile.busy_timeout_multiplier.powi(k);
+            (t.min(profile.busy_timeout_max_ms as f64) as u64).max(o)
+        }
+        None => chosen_ms,
+    }
+}
+
 /// The smallest key after `k`.
 fn after(k: &[u8]) -> Vec<u8> {
     let mut v = k.to_vec();
@@ -109,8 +136,7 @@ fn after(k: &[u8]) -> Vec<u8> {
 
 impl EventualSource {
     pub(crate) fn new(client: AsyncClient, handle: tokio::runtime::Handle, plan: Plan) -> Self {
-        let mut tablet_key = plan.template.table_id.to_be_bytes().to_vec();
-        tablet_key.extend_from_slice(&plan.template.tablet_id.to_be_bytes());
+        let tablet_key = tablet_key(plan.template.table_id, plan.template.tablet_id);
         let window = plan.template.window;
         EventualSource {
             client,
@@ -186,17 +212,12 @@ impl EventualSource {
         if dispatch.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(dispatch.delay_ms));
         }
-        // An override is the first attempt's busy timeout; later attempts
-        // escalate from it by the profile's multiplier (up to its cap), so
-        // a short timeout sheds load without failing the read.
-        let busy = match self.plan.busy_timeout_ms {
-            Some(o) => {
-                let k = i32::try_from(st.attempts.len()).unwrap_or(i32::MAX);
-                let t = o as f64 * profile.busy_timeout_multiplier.powi(k);
-                (t.min(profile.busy_timeout_max_ms as f64) as u64).max(o)
-            }
-            None => dispatch.busy_timeout_ms,
-        };
+        let busy = busy_timeout_ms(
+            profile,
+            self.plan.busy_timeout_ms,
+            st.attempts.len(),
+            dispatch.busy_timeout_ms,
+        );
         let (server, busy, plan) = match dispatch.targets.first() {
             Some(Target::ScanServer(s)) => (s.clone(), busy, Some(dispatch.plan)),
             _ => (self.plan.tserver.clone(), 0, None),

@@ -14,6 +14,7 @@
 pub mod coordinator;
 mod error;
 mod eventual;
+mod point;
 pub mod sortkey;
 mod types;
 
@@ -37,6 +38,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
 pub use error::{is_busy, Error, Result, SCAN_SERVER_BUSY_PREFIX, SERVER_UNAVAILABLE_PREFIX};
+pub use point::ReadStats;
 pub use tablinum_auth::{Credential, Role};
 
 /// A connection that adds the caller's credential to every call.
@@ -447,6 +449,8 @@ struct Inner {
     scan_servers: tokio::sync::Mutex<Option<(Instant, Vec<v1::ScanServerStatus>)>>,
     /// First-plan busy history per tablet (the dispatcher's heat).
     heat: Mutex<HashMap<Vec<u8>, tablinum_dispatch::select::FirstPlanHeat>>,
+    /// Latencies of eventual point reads (percentile hedges).
+    point_latency: Mutex<tablinum_dispatch::hedge::LatencyTracker>,
     cfg: ClientConfig,
 }
 
@@ -488,6 +492,7 @@ impl AsyncClient {
                 hints: Mutex::new(HashMap::new()),
                 scan_servers: tokio::sync::Mutex::new(None),
                 heat: Mutex::new(HashMap::new()),
+                point_latency: Mutex::new(tablinum_dispatch::hedge::LatencyTracker::new()),
                 cfg,
             }),
         }
@@ -853,42 +858,14 @@ impl AsyncClient {
         .await
     }
 
-    /// Sends a read of `key` (a `GetRequest`) with `call` to its tablet.
-    async fn read<T, F, Fut>(&self, table: &str, key: &[u8], call: F) -> Result<T>
-    where
-        F: Fn(TabletServerClient<Transport>, v1::GetRequest) -> Fut,
-        Fut: std::future::Future<Output = std::result::Result<T, Status>>,
-    {
-        self.with_tablet(table, key, true, |c, table_id| {
-            let req = v1::GetRequest {
-                table: table.to_string(),
-                key: key.to_vec(),
-                table_id,
-                tablet_id: 0,
-            };
-            call(c, req)
-        })
-        .await
-    }
-
-    /// Reads one object's value.
+    /// Reads one object's value (on its tablet server).
     pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let r = self
-            .read(table, key, |mut c, req| async move {
-                Ok(c.get(req).await?.into_inner())
-            })
-            .await?;
-        Ok(r.found.then_some(r.value))
+        Ok(self.get_with(table, key, &Consistency::Immediate).await?.0)
     }
 
-    /// Reads one object's metadata.
+    /// Reads one object's metadata (on its tablet server).
     pub async fn head(&self, table: &str, key: &[u8]) -> Result<Option<Head>> {
-        let r = self
-            .read(table, key, |mut c, req| async move {
-                Ok(c.head(req).await?.into_inner())
-            })
-            .await?;
-        Ok(r.found.then(|| r.into()))
+        Ok(self.head_with(table, key, &Consistency::Immediate).await?.0)
     }
 
     /// Flushes every tablet of `table` on every server hosting one.
@@ -1432,6 +1409,28 @@ impl Client {
     /// See [`AsyncClient::head`].
     pub fn head(&self, table: &str, key: &[u8]) -> Result<Option<Head>> {
         self.rt.block_on(self.inner.head(table, key))
+    }
+
+    /// See [`AsyncClient::get_with`].
+    pub fn get_with(
+        &self,
+        table: &str,
+        key: &[u8],
+        consistency: &Consistency,
+    ) -> Result<(Option<Vec<u8>>, ReadStats)> {
+        self.rt
+            .block_on(self.inner.get_with(table, key, consistency))
+    }
+
+    /// See [`AsyncClient::head_with`].
+    pub fn head_with(
+        &self,
+        table: &str,
+        key: &[u8],
+        consistency: &Consistency,
+    ) -> Result<(Option<Head>, ReadStats)> {
+        self.rt
+            .block_on(self.inner.head_with(table, key, consistency))
     }
 
     /// See [`AsyncClient::flush`].

@@ -393,16 +393,18 @@ impl Sserver {
     }
 
     /// An eventual point read: `read` of the key's tablet view, run on a
-    /// scan thread.
+    /// scan thread (or answered busy, unread, when it waited for one
+    /// longer than its busy timeout).
     async fn read_one<T>(
         self: &Arc<Self>,
         r: &v1::GetRequest,
         read: impl FnOnce(&ReadOnlyStore, &[u8]) -> tablinum_engine::Result<T>,
     ) -> Result<T, Status> {
+        let busy = self.busy_timeout(r.busy_timeout_ms)?;
         let view = self.view(r.table_id, r.tablet_id).await?;
         let _running = self
             .queue
-            .enter(None)
+            .enter(busy)
             .await
             .map_err(|e| crate::scan::busy_status(&e))?;
         self.metrics.reads.fetch_add(1, Ordering::Relaxed);

@@ -122,6 +122,7 @@ fn every_call(c: &TestCluster, cred: Option<&Credential>) -> Vec<(&'static str, 
             key: b"k0".to_vec(),
             table_id: 0,
             tablet_id: 0,
+            busy_timeout_ms: 0,
         };
         out.push(("Get", code(t.get(get.clone()).await.map(drop))));
         out.push(("Head", code(t.head(get).await.map(drop))));
@@ -530,6 +531,7 @@ fn scan_servers_refuse_outsiders_and_impostors_cannot_register() {
                 key: b"k1".to_vec(),
                 table_id,
                 tablet_id: 0,
+                busy_timeout_ms: 0,
             };
             let start = v1::ScanStart {
                 table: "t".into(),

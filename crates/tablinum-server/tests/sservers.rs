@@ -217,6 +217,7 @@ fn bad_eventual_requests_say_what_is_wrong() {
                 key: b"k".to_vec(),
                 table_id: 0,
                 tablet_id: 0,
+                busy_timeout_ms: 0,
             })
             .await
             .unwrap_err();
@@ -227,6 +228,7 @@ fn bad_eventual_requests_say_what_is_wrong() {
                 key: b"k".to_vec(),
                 table_id: 9_999,
                 tablet_id: 0,
+                busy_timeout_ms: 0,
             })
             .await
             .unwrap_err();
@@ -454,4 +456,136 @@ fn churn_of_scan_servers_and_files_loses_or_corrupts_no_row() {
         version.load(Ordering::Relaxed) >= 3,
         "writers made little progress"
     );
+}
+
+/// A dispatcher with one first-plan server per tablet: `one` never hedges,
+/// `hedged` hedges after 2 ms.
+const POINT_PROFILES: &str = r#"
+default = "one"
+[profiles.one]
+attempts = [ { servers = 1, busy_timeout_ms = 60000 } ]
+[profiles.hedged]
+attempts = [ { servers = 1, busy_timeout_ms = 60000 } ]
+hedge = { after_ms = 2 }
+"#;
+
+#[test]
+fn eventual_point_reads_hedge_past_a_loaded_scan_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    let mut sservers = Vec::new();
+    for _ in 0..2 {
+        sservers.push(c.add_sserver(|s| s.scan_threads = 1));
+    }
+    wait_sservers(&c, 2);
+    c.client
+        .create_table("p", Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open("p", 1);
+    // Large values, so a filtered batch keeps a scan thread for a while.
+    let big = |n: u64| {
+        let mut v = value(n, 1);
+        v.resize(16 << 10, b'x');
+        v
+    };
+    for chunk in (0..3_000u64).collect::<Vec<_>>().chunks(50) {
+        let m: Vec<Mutation> = chunk
+            .iter()
+            .map(|&i| Mutation {
+                key: key(i),
+                value: big(i),
+                ..Default::default()
+            })
+            .collect();
+        c.client.write_routed("p", m).unwrap();
+    }
+    c.client.flush("p").unwrap();
+    let profiles =
+        std::sync::Arc::new(tablinum_client::Profiles::from_toml_str(POINT_PROFILES).unwrap());
+    let cfg = || tablinum_client::ClientConfig {
+        dispatcher: Some(profiles.clone()),
+        ..tablinum_client::ClientConfig::with_credential(Some(c.admin.clone()))
+    };
+    let reader = tablinum_client::Client::connect_with(&c.addr(), cfg()).unwrap();
+    let ev = |profile: &str| Consistency::Eventual {
+        profile: Some(profile.to_string()),
+        busy_timeout_ms: None,
+    };
+
+    // Unloaded: one attempt on the tablet's first-plan server, no hedge.
+    let (v, s) = reader.get_with("p", &key(7), &ev("one")).unwrap();
+    assert_eq!(v.as_deref(), Some(&big(7)[..]));
+    assert_eq!((s.attempts, s.hedges, s.plan), (1, 0, Some(0)), "{s:?}");
+    assert!(sservers.contains(&s.server), "{s:?} not a scan server");
+    let primary = s.server.clone();
+    let (h, s) = reader.head_with("p", &key(8), &ev("one")).unwrap();
+    assert_eq!(h.unwrap().value_len, 16 << 10);
+    assert_eq!(s.server, primary);
+    let (v, s) = reader
+        .get_with("p", b"no such key", &Consistency::Immediate)
+        .unwrap();
+    assert_eq!((v, s.plan, s.attempts), (None, None, 1));
+
+    // Load the primary's single scan thread with filtered scans that match
+    // nothing (the same first-plan server: same profile, same tablet).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loaders: Vec<_> = (0..3)
+        .map(|_| {
+            let client = tablinum_client::Client::connect_with(&c.addr(), cfg()).unwrap();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && t0.elapsed() < Duration::from_secs(60)
+                {
+                    let q = Query {
+                        consistency: Consistency::Eventual {
+                            profile: Some("one".into()),
+                            busy_timeout_ms: None,
+                        },
+                        batch_rows: 1_000,
+                        filter: Some(tablinum_client::Filter {
+                            grep: b"no row holds this".to_vec(),
+                            count_only: true,
+                            ..Default::default()
+                        }),
+                        ..Query::new("p")
+                    };
+                    let (_, stats) = client.query_vec(&q).unwrap();
+                    assert_eq!(stats.rows_matched, 0);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut hedges, mut won, mut busy) = (0, 0, 0);
+    for i in 0..40u64 {
+        let n = common::mix(i) % 3_000;
+        let (v, s) = reader.get_with("p", &key(n), &ev("hedged")).unwrap();
+        assert_eq!(v.as_deref(), Some(&big(n)[..]), "key {n}: wrong value");
+        assert!(sservers.contains(&s.server), "{s:?}");
+        assert_eq!(s.server != primary, s.hedge_won, "{s:?}");
+        hedges += s.hedges;
+        won += u32::from(s.hedge_won);
+        // A short busy timeout on the loaded server moves the read on.
+        let (v, s) = reader
+            .get_with(
+                "p",
+                &key(n),
+                &Consistency::Eventual {
+                    profile: Some("one".into()),
+                    busy_timeout_ms: Some(1),
+                },
+            )
+            .unwrap();
+        assert_eq!(v.as_deref(), Some(&big(n)[..]), "key {n}: wrong value");
+        busy += s.busy_answers;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in loaders {
+        l.join().unwrap();
+    }
+    eprintln!("40 hedged reads: {hedges} hedges, {won} won; busy answers {busy}");
+    assert!(hedges > 0 && won > 0, "hedges {hedges}, won {won}");
+    assert!(busy > 0, "the loaded scan server never answered busy");
 }
