@@ -14,58 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tablinum_client::{Client, ClientConfig, Credential, Durability, Query, Split};
+use tablinum_client::{Credential, Durability, Query, Split};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tablinum");
+mod common;
 
-/// Children killed when the test ends, however it ends.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `tablinum ROLE --config F` and returns it with its gRPC address.
-fn spawn_role(role: &str, config: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args([role, "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(a) = line.trim().strip_prefix("grpc") {
-                let _ = tx.send(a.trim().to_string());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{role} did not print its address"));
-    (child, addr)
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A client presenting `cred`.
-fn client_as(addr: &str, cred: &Credential) -> Client {
-    Client::connect_with(addr, ClientConfig::with_credential(Some(cred.clone()))).unwrap()
-}
+use common::{client_as, spawn_role, start_processes, wait_until, Procs, BIN};
 
 /// Runs the CLI with `home` as its XDG_CONFIG_HOME (where the credentials
 /// file lives) and no TABLINUM_TOKEN.
@@ -82,46 +35,6 @@ fn cli(home: &Path, addr: &str, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A manager and `n` tablet servers as processes, sharing `dir/storage`
-/// and the cluster secret `dir/cluster.secret`; returns them (manager
-/// first) with the manager's address and each tablet server's index in
-/// `procs` by address.
-fn start_processes(
-    dir: &Path,
-    timeout_ms: u64,
-    n: usize,
-) -> (Procs, String, HashMap<String, usize>) {
-    let storage = dir.join("storage");
-    let secret = dir.join("cluster.secret");
-    let mcfg = dir.join("manager.toml");
-    std::fs::write(
-        &mcfg,
-        format!(
-            "[manager]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\ndata = {:?}\nstorage = {storage:?}\nheartbeat_timeout_ms = {timeout_ms}\ncluster_secret_file = {secret:?}\n",
-            dir.join("manager"),
-        ),
-    )
-    .unwrap();
-    let mut procs = Procs(Vec::new());
-    let (m, maddr) = spawn_role("manager", &mcfg);
-    procs.0.push(m);
-    let mut tservers = HashMap::new();
-    for i in 0..n {
-        let cfg = dir.join(format!("tserver{i}.toml"));
-        std::fs::write(
-            &cfg,
-            format!(
-                "[tserver]\nlisten = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{maddr}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\ncluster_secret_file = {secret:?}\n"
-            ),
-        )
-        .unwrap();
-        let (c, addr) = spawn_role("tserver", &cfg);
-        procs.0.push(c);
-        tservers.insert(addr, procs.0.len() - 1);
-    }
-    (procs, maddr, tservers)
 }
 
 #[test]

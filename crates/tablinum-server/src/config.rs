@@ -79,6 +79,15 @@ const _: () = {
 pub const TABLET_MEMTABLE_MIB_DEFAULT: u64 = 8;
 /// A tablet's oldest unflushed write is flushed once this old, ms.
 pub const FLUSH_MAX_AGE_MS_DEFAULT: u64 = 5_000;
+/// A tablet's journal segment rolls at this size, MiB.
+pub const JOURNAL_SEGMENT_MIB_DEFAULT: u64 = 64;
+/// Largest journal segment a tablet server accepts, MiB.
+pub const JOURNAL_SEGMENT_MIB_MAX: u64 = 4_096;
+/// How often each tablet looks for journal segments worth compacting (value
+/// GC), s.
+pub const JOURNAL_COMPACTION_INTERVAL_S_DEFAULT: u64 = 3_600;
+/// Longest journal-compaction interval accepted, s (a week).
+pub const JOURNAL_COMPACTION_INTERVAL_S_MAX: u64 = 7 * 86_400;
 /// Background threads (flushes, compactions) of a server, all tablets.
 pub const BACKGROUND_THREADS_DEFAULT: usize = 2;
 /// Block cache of a server, all tablets, MiB.
@@ -298,6 +307,13 @@ pub struct TserverConfig {
     /// A tablet whose oldest unflushed write is older than this is flushed,
     /// ms: what bounds how stale scan servers' eventual reads can be.
     pub flush_max_age_ms: u64,
+    /// Each tablet's journal segments roll at this size, MiB
+    /// (1..=`JOURNAL_SEGMENT_MIB_MAX`); whole segments are what journal
+    /// compaction (value GC) reclaims.
+    pub journal_segment_mib: u64,
+    /// How often each tablet looks for journal segments worth compacting, s
+    /// (1..=`JOURNAL_COMPACTION_INTERVAL_S_MAX`).
+    pub journal_compaction_interval_s: u64,
     /// Background threads running every tablet's flushes and compactions.
     pub background_threads: usize,
     /// Block cache shared by every tablet, MiB.
@@ -342,6 +358,8 @@ impl Default for TserverConfig {
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             flush_max_age_ms: FLUSH_MAX_AGE_MS_DEFAULT,
+            journal_segment_mib: JOURNAL_SEGMENT_MIB_DEFAULT,
+            journal_compaction_interval_s: JOURNAL_COMPACTION_INTERVAL_S_DEFAULT,
             background_threads: BACKGROUND_THREADS_DEFAULT,
             block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
             open_files_max: OPEN_FILES_MAX_DEFAULT,
@@ -424,6 +442,18 @@ impl TserverConfig {
             .map_err(|e| e.to_string().replace("shared.", ""))?;
         if self.flush_max_age_ms == 0 {
             return Err("flush_max_age_ms must be at least 1".into());
+        }
+        if !(1..=JOURNAL_SEGMENT_MIB_MAX).contains(&self.journal_segment_mib) {
+            return Err(format!(
+                "journal_segment_mib = {} is outside 1..={JOURNAL_SEGMENT_MIB_MAX}",
+                self.journal_segment_mib
+            ));
+        }
+        if !(1..=JOURNAL_COMPACTION_INTERVAL_S_MAX).contains(&self.journal_compaction_interval_s) {
+            return Err(format!(
+                "journal_compaction_interval_s = {} is outside 1..={JOURNAL_COMPACTION_INTERVAL_S_MAX}",
+                self.journal_compaction_interval_s
+            ));
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
         {

@@ -417,6 +417,24 @@ impl Node {
                 "Requests refused (bad input, not serving).",
                 c(&m.refused),
             );
+            let (mut jc, mut jb) = (0u64, 0u64);
+            for t in ts.open_tablets() {
+                let st = t.store.stats();
+                jc += st.journal_compactions;
+                jb += st.journal_bytes_reclaimed;
+            }
+            metric(
+                "tablinum_tserver_journal_compactions",
+                "gauge",
+                "Journal compactions (value GC) that rewrote segments, summed over the tablets open now since they opened.",
+                jc as f64,
+            );
+            metric(
+                "tablinum_tserver_journal_bytes_reclaimed",
+                "gauge",
+                "Journal bytes those reclaimed, summed over the tablets open now.",
+                jb as f64,
+            );
             metric(
                 "tablinum_tserver_tablets_opened_total",
                 "counter",

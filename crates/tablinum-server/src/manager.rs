@@ -546,6 +546,11 @@ impl Manager {
                     .any(|l| l.hosted.iter().any(|(t, _)| *t == id));
             if !held {
                 let dir = self.tablet_dir(id);
+                // Scan servers may still read its files: wait for their
+                // reservations to end or expire (retried every tick).
+                if tablets_reserved(&dir) {
+                    continue;
+                }
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     if e.kind() != std::io::ErrorKind::NotFound {
                         tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a dropped table's files");
@@ -1180,6 +1185,16 @@ pub async fn ticker(m: Arc<Manager>, mut stop: tokio::sync::watch::Receiver<bool
             tracing::error!(error = %e.message(), "rebalance failed");
         }
     }
+}
+
+/// Whether a scan server still reserves files in any tablet directory of a
+/// dropped table's directory `dir`.
+fn tablets_reserved(dir: &std::path::Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten()
+        .any(|e| tablinum_engine::store::reserve::any_reserved(&e.path()))
 }
 
 #[cfg(test)]

@@ -507,6 +507,10 @@ pub struct Slot {
     pub filter: Option<RowFilter>,
     /// Rows examined and matched since its last batch went out.
     pub seen: Examined,
+    /// What must live as long as the slot: a scan server's view, whose
+    /// reservation keeps the cursor's files from being deleted (the
+    /// cursor itself holds the files open, not the reservation).
+    pub keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Up to `want` rows of `slot`, the row read ahead first.

@@ -75,6 +75,10 @@ pub struct Sserver {
     http: String,
     engine: Arc<Shared>,
     views: Mutex<HashMap<(u64, u64), Arc<CachedView>>>,
+    /// Every view handed out that may still be in use: a scan keeps its
+    /// view after the cache replaced or evicted it, and its reservation
+    /// must be renewed as long as the scan runs.
+    live_views: Mutex<Vec<std::sync::Weak<ReadOnlyStore>>>,
     /// The scan threads and their queue.
     pub queue: Arc<ScanQueue>,
     scan_bytes: Arc<crate::scan::ByteBudget>,
@@ -117,6 +121,7 @@ impl Sserver {
             http,
             engine,
             views: Mutex::new(HashMap::new()),
+            live_views: Mutex::new(Vec::new()),
             metrics: SserverMetrics::default(),
             verifier,
             client_tls,
@@ -189,6 +194,7 @@ impl Sserver {
             last_used: Mutex::new(now),
             refreshing: AtomicBool::new(false),
         });
+        self.live_views.lock().push(Arc::downgrade(&v.view));
         self.views.lock().insert((table_id, tablet_id), v.clone());
         Ok(v)
     }
@@ -239,25 +245,34 @@ impl Sserver {
                 _ = stop.changed() => return,
             }
             let me = self.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                let ttl = me.ttl();
-                let views: Vec<((u64, u64), Arc<CachedView>)> = me
-                    .views
-                    .lock()
-                    .iter()
-                    .map(|(k, v)| (*k, v.clone()))
-                    .collect();
-                for (k, v) in views {
-                    if v.last_used.lock().elapsed() > ttl {
-                        me.views.lock().remove(&k);
-                    } else if let Err(e) = v.view.renew(me.lease()) {
-                        tracing::warn!(table = k.0, tablet = k.1, error = %e,
-                            "renewing a reservation failed; dropping the view");
-                        me.views.lock().remove(&k);
-                    }
-                }
-            })
-            .await;
+            let _ = tokio::task::spawn_blocking(move || me.maintain()).await;
+        }
+    }
+
+    /// One round of [`Sserver::maintain_loop`]: evicts cached views idle
+    /// for longer than the TTL, then renews the reservation of every view
+    /// still held by the cache or by a running read (a long scan keeps
+    /// its view, and its files, after the cache moved on).
+    fn maintain(&self) {
+        let ttl = self.ttl();
+        self.views
+            .lock()
+            .retain(|_, v| v.last_used.lock().elapsed() <= ttl);
+        let live: Vec<Arc<ReadOnlyStore>> = {
+            let mut l = self.live_views.lock();
+            l.retain(|w| w.strong_count() > 0);
+            l.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for v in live {
+            // Only this loop's reference left: it is being dropped, and
+            // dropping it releases its reservation.
+            if Arc::strong_count(&v) == 1 {
+                continue;
+            }
+            if let Err(e) = v.renew(self.lease()) {
+                tracing::warn!(error = %e, "renewing a reservation failed; dropping the view from the cache");
+                self.views.lock().retain(|_, c| !Arc::ptr_eq(&c.view, &v));
+            }
         }
     }
 
@@ -315,6 +330,7 @@ impl Sserver {
             std::ops::Bound::Excluded(start.end.as_slice())
         };
         let range = (std::ops::Bound::Included(start.start.as_slice()), hi);
+        let keep: Arc<dyn std::any::Any + Send + Sync> = view.clone();
         let cursor = if !start.index.is_empty() {
             Cursor::Index {
                 store: view,
@@ -344,6 +360,7 @@ impl Sserver {
                 filter: crate::scan::RowFilter::from_wire(start.filter.as_ref())
                     .map_err(|s| self.refuse(s))?,
                 seen: Default::default(),
+                keep: Some(keep),
             },
             window,
         ))

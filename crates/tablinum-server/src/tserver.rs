@@ -310,7 +310,8 @@ impl Tserver {
                 EngineDurability::Sync
             },
             memtable_bytes_max: self.cfg.tablet_memtable_mib << 20,
-            journal_segment_bytes_max: 64 << 20,
+            journal_segment_bytes_max: self.cfg.journal_segment_mib << 20,
+            journal_compaction_interval_s: self.cfg.journal_compaction_interval_s,
             ..Options::default()
         }
     }
@@ -440,6 +441,7 @@ impl Tserver {
                 filter: crate::scan::RowFilter::from_wire(start.filter.as_ref())
                     .map_err(|s| self.refuse(s))?,
                 seen: Default::default(),
+                keep: None,
             },
             window,
         ))

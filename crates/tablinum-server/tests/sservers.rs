@@ -589,3 +589,70 @@ fn eventual_point_reads_hedge_past_a_loaded_scan_server() {
     assert!(hedges > 0 && won > 0, "hedges {hedges}, won {won}");
     assert!(busy > 0, "the loaded scan server never answered busy");
 }
+
+#[test]
+fn a_dropped_table_keeps_its_files_while_a_scan_server_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    c.add_sserver(|s| {
+        s.metadata_ttl_ms = 500;
+        s.reservation_lease_ms = 1_000;
+    });
+    wait_sservers(&c, 1);
+    c.client
+        .create_table("d", Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open("d", 1);
+    write_all(&c, "d", 400, 1);
+    c.client.flush("d").unwrap();
+    let table_dir = dir
+        .path()
+        .join("storage")
+        .join("tables")
+        .join(c.client.locations("d", false).unwrap().table.id.to_string());
+    assert!(table_dir.is_dir());
+    // A slow eventual scan: the table is dropped after its first rows.
+    let q = Query {
+        batch_rows: 10,
+        stream_limit: tablinum_stream::window::WindowMode::Fixed(1),
+        ..eventual("d")
+    };
+    let reader = c.new_client();
+    let dropper = c.new_client();
+    let mut keys = Vec::new();
+    let mut dropped_at = None;
+    let mut present_late = None;
+    reader
+        .query(&q, &mut |r| {
+            keys.push(r.key);
+            if keys.len() == 50 {
+                dropper.drop_table("d").unwrap();
+                dropped_at = Some(Instant::now());
+            }
+            if keys.len() == 350 {
+                // 1.2 s after the drop, 1.4 s after the view was last
+                // looked up: past the view's TTL (0.5 s) and lease (1 s).
+                present_late = Some(table_dir.is_dir());
+            }
+            std::thread::sleep(Duration::from_millis(4));
+        })
+        .unwrap();
+    assert!(dropped_at.is_some());
+    assert_eq!(
+        present_late,
+        Some(true),
+        "the dropped table's files were removed while a scan server read them"
+    );
+    let mut want: Vec<Vec<u8>> = (0..400).map(key).collect();
+    want.sort();
+    assert_eq!(keys, want, "rows lost or repeated across the drop");
+    // Once the view expires and its reservation ends, the files go.
+    let t0 = Instant::now();
+    while table_dir.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the dropped table's files were never removed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -6,6 +6,7 @@
 //! [`crate::gc`]; this module only executes it. It never touches segments
 //! holding writes above `persisted_seq`.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -270,6 +271,14 @@ impl Inner {
                 .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
         }
         drop(last);
+        if !report.segments_compacted.is_empty() {
+            let c = &inner.counters;
+            c.journal_compactions.fetch_add(1, Ordering::Relaxed);
+            c.journal_bytes_reclaimed.fetch_add(
+                report.bytes_before.saturating_sub(report.bytes_after),
+                Ordering::Relaxed,
+            );
+        }
         Ok(report)
     }
 }

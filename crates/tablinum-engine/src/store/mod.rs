@@ -234,6 +234,10 @@ pub struct Stats {
     pub flushes: u64,
     /// Compactions done since open.
     pub compactions: u64,
+    /// Journal compactions (value GC) that rewrote segments, since open.
+    pub journal_compactions: u64,
+    /// Journal bytes those reclaimed (segments' bytes before minus after).
+    pub journal_bytes_reclaimed: u64,
     /// Milliseconds writers spent stalled since open.
     pub stall_ms: u64,
     /// Background jobs that failed with a transient error and were retried.
@@ -300,6 +304,8 @@ struct GcEdit {
 struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
+    journal_compactions: AtomicU64,
+    journal_bytes_reclaimed: AtomicU64,
     stall_ms: AtomicU64,
 }
 
@@ -687,6 +693,16 @@ impl Store {
             compaction_debt_bytes: sv.debt_bytes,
             flushes: self.inner.counters.flushes.load(Ordering::Relaxed),
             compactions: self.inner.counters.compactions.load(Ordering::Relaxed),
+            journal_compactions: self
+                .inner
+                .counters
+                .journal_compactions
+                .load(Ordering::Relaxed),
+            journal_bytes_reclaimed: self
+                .inner
+                .counters
+                .journal_bytes_reclaimed
+                .load(Ordering::Relaxed),
             stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
             background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),
             background_failing: self.inner.jobs.failing.lock().clone(),

@@ -222,6 +222,17 @@ pub fn reserved(dir: &Path, now_ms: u64) -> Result<Reserved> {
     Ok(Reserved::Files(out))
 }
 
+/// Whether a reader still reserves any file of the store in `dir` now (an
+/// unexpired reservation naming a file, or a damaged one; a reservations
+/// directory that cannot be listed counts as reserved). For whoever removes
+/// a whole store (a dropped table): it must wait while this is true.
+pub fn any_reserved(dir: &Path) -> bool {
+    match reserved(dir, now_ms()) {
+        Ok(Reserved::Files(f)) => !f.is_empty(),
+        Ok(Reserved::Everything) | Err(_) => true,
+    }
+}
+
 /// Removes expired and damaged-and-expired reservation files of `dir`
 /// (their holders died), returning how many.
 pub fn sweep(dir: &Path, now_ms: u64) -> Result<usize> {
