@@ -118,6 +118,18 @@ impl LocalCluster {
         log: &Path,
         tls: bool,
     ) -> Result<LocalCluster, BenchError> {
+        Self::start_with(program, data, log, tls, &[])
+    }
+
+    /// [`LocalCluster::start`] with more arguments for `up` (such as
+    /// `--sservers 0`).
+    pub fn start_with(
+        program: &Path,
+        data: &Path,
+        log: &Path,
+        tls: bool,
+        extra: &[&str],
+    ) -> Result<LocalCluster, BenchError> {
         std::fs::create_dir_all(data)
             .map_err(|e| BenchError::io(data, "create cluster data directory", e))?;
         if let Some(dir) = log.parent() {
@@ -138,6 +150,7 @@ impl LocalCluster {
             .arg(data)
             .args(["--listen", ANY_LOCAL_PORT, "--http", ANY_LOCAL_PORT])
             .args(tls.then_some("--tls"))
+            .args(extra)
             // Its credentials entry goes beside its data, not into the
             // user's credentials file.
             .env("XDG_CONFIG_HOME", data.join(".config"))

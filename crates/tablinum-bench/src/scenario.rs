@@ -74,7 +74,7 @@ pub fn execute(cmd: ScenarioCommand) -> Result<(), BenchError> {
             (r.runs_failed, r.runs_total, args.out)
         }
         ScenarioCommand::ScanServers(args) => {
-            let r = scan_servers::run(&args)?;
+            let r = scan_servers::run(&args, &child)?;
             (0, r.rows.len(), args.out)
         }
     };

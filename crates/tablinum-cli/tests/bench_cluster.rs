@@ -242,7 +242,7 @@ fn cluster_target_runs_a_workload_with_and_without_its_own_cluster() {
 }
 
 #[test]
-fn scan_servers_scenario_writes_the_simulated_report_rows() {
+fn scan_servers_scenario_writes_the_simulated_and_measured_rows() {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = tmp.path().join("ss");
     let out_s = out.to_string_lossy().into_owned();
@@ -250,8 +250,11 @@ fn scan_servers_scenario_writes_the_simulated_report_rows() {
         "bench",
         "scenario",
         "scan-servers",
+        "--quick",
         "--probe-scans",
         "4",
+        "--measured-seconds",
+        "1",
         "--out",
         &out_s,
     ]);
@@ -263,8 +266,28 @@ fn scan_servers_scenario_writes_the_simulated_report_rows() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let rows = json["rows"].as_array().unwrap_or_else(|| panic!("no rows"));
-    // The report's 23 rows under both selectors, with the fields.
-    assert_eq!(rows.len(), 46);
+    // The report's 23 rows under both selectors and once more with this
+    // machine's costs, then one measured row per mode (one quick repeat).
+    let simulated = rows.iter().filter(|r| r["source"] == "simulated").count();
+    assert_eq!(simulated, 3 * 23);
+    let measured: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["source"] == "measured").collect();
+    for id in [
+        "M-immediate",
+        "M-eventual-noshed",
+        "M-eventual-shed",
+        "M-eventual-default",
+    ] {
+        let r = measured
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no measured row {id}"));
+        assert!(r["probe_scans"].as_u64().unwrap_or(0) > 0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+    }
+    assert_eq!(measured.len(), 4);
+    assert!(out.join("profiles.toml").exists());
+    assert!(out.join("scenario.png").exists());
     for r in rows {
         for f in [
             "test",
@@ -285,7 +308,6 @@ fn scan_servers_scenario_writes_the_simulated_report_rows() {
         ] {
             assert!(r.get(f).is_some(), "row without {f}: {r}");
         }
-        assert_eq!(r["source"], "simulated");
     }
     assert!(rows.iter().any(|r| r["id"] == "D833"));
     // A second run into the same directory is refused, nothing overwritten.

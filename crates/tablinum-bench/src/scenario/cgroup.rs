@@ -1,4 +1,7 @@
-//! A cgroup v1 memory cgroup for one child run: create, limit, read back, remove.
+//! A cgroup v1 memory cgroup for one child run: create, limit, read back,
+//! remove; and a cgroup v1 CPU cgroup that caps a child at a share of the
+//! machine's cores ([`CpuCgroup`]: a scan server modelled as a machine of
+//! its own).
 //!
 //! Owns the directory `/sys/fs/cgroup/memory/tablinum-bench-<pid>-<n>/`, the
 //! limit written to its `memory.limit_in_bytes` (the kernel charges the
@@ -6,6 +9,9 @@
 //! limit must come from disk), the `sh` wrapper that moves a child into the
 //! cgroup before it `exec`s (so not one allocation escapes the limit), and the
 //! statistics read back after the run (peak usage, limit hits, OOM kills).
+//!
+//! The CPU cgroup owns `/sys/fs/cgroup/cpu/tablinum-bench-<suffix>/` and its
+//! CFS quota.
 //!
 //! It must never touch a cgroup it did not create, never move any process but
 //! the child it was asked to wrap, and never leave its directory behind on
@@ -20,6 +26,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::BenchError;
 
+/// Where the cgroup v1 CPU controller is mounted.
+pub const CGROUP_V1_CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
+/// CFS period of a CPU cgroup, µs (its quota is a share of this). Short, so
+/// a throttled process waits at most a few ms for its next share.
+pub const CPU_PERIOD_US: u64 = 10_000;
 /// Where the cgroup v1 memory controller is mounted.
 pub const CGROUP_V1_MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
 /// Prefix of the cgroups this harness creates (`<prefix>-<pid>-<n>`).
@@ -182,28 +193,70 @@ impl MemoryCgroup {
 
     /// Removes the cgroup, retrying while its last task finishes exiting.
     pub fn remove(mut self) -> Result<(), BenchError> {
-        let mut last = None;
-        for _ in 0..REMOVE_ATTEMPTS {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => {
-                    self.removed = true;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    self.removed = true;
-                    return Ok(());
-                }
-                Err(e) => last = Some(e),
-            }
-            std::thread::sleep(Duration::from_millis(REMOVE_RETRY_MS));
-        }
-        Err(BenchError::MemoryLimit {
+        remove_retrying(&self.dir).map_err(|reason| BenchError::MemoryLimit {
             path: self.dir.clone(),
-            reason: format!(
-                "cannot remove cgroup: {}",
-                last.map_or_else(|| "unknown error".to_string(), |e| e.to_string())
-            ),
-        })
+            reason,
+        })?;
+        self.removed = true;
+        Ok(())
+    }
+}
+
+/// Removes a cgroup directory, retrying while its last task finishes
+/// exiting; the error says why it could not.
+fn remove_retrying(dir: &Path) -> Result<(), String> {
+    let mut last = None;
+    for _ in 0..REMOVE_ATTEMPTS {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(REMOVE_RETRY_MS));
+    }
+    Err(format!(
+        "cannot remove cgroup: {}",
+        last.map_or_else(|| "unknown error".to_string(), |e| e.to_string())
+    ))
+}
+
+/// A CPU cgroup owned by this process: its tasks together get at most
+/// `millicores / 1000` of a core per CFS period. Removed when dropped
+/// (best effort; its tasks must have exited).
+#[derive(Debug)]
+pub struct CpuCgroup {
+    dir: PathBuf,
+}
+
+impl CpuCgroup {
+    /// Creates `CGROUP_V1_CPU_ROOT/tablinum-bench-<suffix>` with a quota of
+    /// `millicores` (1000 = one core).
+    pub fn create(suffix: &str, millicores: u64) -> Result<CpuCgroup, BenchError> {
+        let dir = Path::new(CGROUP_V1_CPU_ROOT).join(format!("{CGROUP_NAME_PREFIX}-{suffix}"));
+        std::fs::create_dir(&dir).map_err(|e| BenchError::io(&dir, "create a CPU cgroup", e))?;
+        let cg = CpuCgroup { dir };
+        let write = |name: &str, v: u64| {
+            let f = cg.dir.join(name);
+            std::fs::write(&f, v.to_string()).map_err(|e| BenchError::io(&f, "write", e))
+        };
+        write("cpu.cfs_period_us", CPU_PERIOD_US)?;
+        write(
+            "cpu.cfs_quota_us",
+            (CPU_PERIOD_US * millicores / 1_000).max(1_000),
+        )?;
+        Ok(cg)
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup.
+    pub fn add(&self, pid: u32) -> Result<(), BenchError> {
+        let f = self.dir.join("cgroup.procs");
+        std::fs::write(&f, pid.to_string()).map_err(|e| BenchError::io(&f, "write", e))
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        let _ = remove_retrying(&self.dir);
     }
 }
 
