@@ -352,6 +352,19 @@ impl BatchSource for GrpcSource {
         }
     }
 
+    fn ack_with_window(&self, window: u32) {
+        self.window.store(window, Ordering::Relaxed);
+        self.shared.progress.fetch_add(1, Ordering::Relaxed);
+        if !self.closed.load(Ordering::Acquire) {
+            self.shared.send(SlotAck {
+                slot: self.slot,
+                batches: 1,
+                window,
+                cancel: false,
+            });
+        }
+    }
+
     fn set_window(&self, window: u32) {
         self.window.store(window, Ordering::Relaxed);
         if !self.closed.load(Ordering::Acquire) {

@@ -387,6 +387,14 @@ impl BatchSource for EventualSource {
         }
     }
 
+    fn ack_with_window(&self, window: u32) {
+        let mut st = self.state.lock();
+        st.window = window;
+        if let Some(c) = st.current.as_ref() {
+            c.ack_with_window(window);
+        }
+    }
+
     fn set_window(&self, window: u32) {
         let mut st = self.state.lock();
         st.window = window;

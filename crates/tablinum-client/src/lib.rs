@@ -30,9 +30,7 @@ use tablinum_proto::v1::{
     self, manager_client::ManagerClient, tablet_server_client::TabletServerClient,
 };
 use tablinum_stream::merge::{merge, MergeQuery};
-use tablinum_stream::window::{
-    after_cancel, initial_window, WindowMode, ADAPTIVE_WINDOW_MIN_BATCHES,
-};
+use tablinum_stream::window::{initial_window, WindowMode};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
@@ -443,8 +441,6 @@ struct Inner {
     manager: ManagerClient<Transport>,
     channels: Mutex<HashMap<String, Channel>>,
     tables: Mutex<HashMap<String, Arc<Locations>>>,
-    /// Learned adaptive start window per table.
-    hints: Mutex<HashMap<String, u32>>,
     /// Live scan servers (every group) and when they were listed.
     scan_servers: tokio::sync::Mutex<Option<(Instant, Vec<v1::ScanServerStatus>)>>,
     /// First-plan busy history per tablet (the dispatcher's heat).
@@ -489,7 +485,6 @@ impl AsyncClient {
                 manager,
                 channels: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
-                hints: Mutex::new(HashMap::new()),
                 scan_servers: tokio::sync::Mutex::new(None),
                 heat: Mutex::new(HashMap::new()),
                 point_latency: Mutex::new(tablinum_dispatch::hedge::LatencyTracker::new()),
@@ -971,15 +966,7 @@ impl AsyncClient {
             (0, WindowMode::Fixed(_)) => BATCH_ROWS_DEFAULT,
             (b, _) => b,
         };
-        let hint = self.inner.hints.lock().get(&q.table).copied();
-        let window = initial_window(
-            q.stream_limit,
-            q.skip,
-            limit_or_max(q.limit),
-            n,
-            batch_rows,
-            hint,
-        );
+        let window = initial_window(q.stream_limit, q.skip, limit_or_max(q.limit), n, batch_rows);
         let handle = tokio::runtime::Handle::current();
         let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counters = Arc::new(eventual::EventualCounters::default());
@@ -1117,13 +1104,6 @@ impl AsyncClient {
                         "an index row could not be decoded".into(),
                     )));
                 }
-                if q.stream_limit == WindowMode::Adaptive {
-                    // Never below two batches: one being consumed while the
-                    // next is in flight (one batch means a stall per batch).
-                    let start = after_cancel(window, rows_wasted, n, batch_rows)
-                        .max(ADAPTIVE_WINDOW_MIN_BATCHES);
-                    self.inner.hints.lock().insert(q.table.clone(), start);
-                }
                 Ok(QueryStats {
                     tablets: n,
                     rows_returned: m.rows_returned,
@@ -1215,6 +1195,12 @@ impl tablinum_stream::merge::BatchSource for Source {
             Source::Eventual(s) => s.ack(),
         }
     }
+    fn ack_with_window(&self, window: u32) {
+        match self {
+            Source::Grpc(s) => s.ack_with_window(window),
+            Source::Eventual(s) => s.ack_with_window(window),
+        }
+    }
     fn set_window(&self, window: u32) {
         match self {
             Source::Grpc(s) => s.set_window(window),
@@ -1254,15 +1240,25 @@ fn limit_or_max(limit: u64) -> u64 {
     }
 }
 
-/// Rows per batch in adaptive mode: half a tablet's share of the query, so a
-/// window of two batches covers the share and the second is in flight while
-/// the first is consumed; at most [`BATCH_ROWS_DEFAULT`].
+/// Rows per batch in adaptive mode: a quarter of a tablet's share of the
+/// query, or the whole share up to [`ADAPTIVE_BATCH_ROWS_FLOOR`] rows,
+/// whichever is larger; at most [`BATCH_ROWS_DEFAULT`]. Measured (`bench
+/// scenario stream-limit`, fair grid, 2026-11-24, limit 1000): the best
+/// fixed pairs were 2 × 32 rows at q = 8 (share 125), 2 × 8 at q = 32 and
+/// q = 96, 2 × 6 at q = 192 (share 6): smaller batches waste fewer rows
+/// at the end of a query, and below about 8 rows per-batch costs win.
 pub fn adaptive_batch_rows(need_rows: u64, tablets: u32) -> u32 {
     let share = need_rows.div_ceil(u64::from(tablets.max(1)));
-    u32::try_from(share.div_ceil(2))
+    let quarter = share.div_ceil(4);
+    let rows = quarter.max(share.min(u64::from(ADAPTIVE_BATCH_ROWS_FLOOR)));
+    u32::try_from(rows)
         .unwrap_or(u32::MAX)
         .clamp(1, BATCH_ROWS_DEFAULT)
 }
+
+/// Below this many rows per batch, adaptive scans send a tablet's whole
+/// share in one batch rather than a quarter of it.
+pub const ADAPTIVE_BATCH_ROWS_FLOOR: u32 = 8;
 
 fn check_query(q: &Query) -> Result<()> {
     if let Err(m) = tablinum_proto::check_table_name(&q.table) {
@@ -1465,9 +1461,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn adaptive_batches_cover_a_share_in_two() {
-        assert_eq!(adaptive_batch_rows(1000, 192), 3);
-        assert_eq!(adaptive_batch_rows(1000, 8), 63);
+    fn adaptive_batches_are_a_quarter_share_or_the_floor() {
+        assert_eq!(adaptive_batch_rows(1000, 192), 6);
+        assert_eq!(adaptive_batch_rows(1000, 96), 8);
+        assert_eq!(adaptive_batch_rows(1000, 32), 8);
+        assert_eq!(adaptive_batch_rows(1000, 8), 32);
+        assert_eq!(adaptive_batch_rows(10, 8), 2);
         assert_eq!(adaptive_batch_rows(1000, 1), BATCH_ROWS_DEFAULT);
         assert_eq!(adaptive_batch_rows(u64::MAX, 0), BATCH_ROWS_DEFAULT);
     }

@@ -4,7 +4,9 @@
 //!
 //! A batch is acknowledged when its last row has been consumed by the merge,
 //! so a slow caller slows every tablet. In adaptive mode a stream's window
-//! doubles each time the merge has to wait for it. Never reorders rows of
+//! doubles each time the merge has to wait for it, and near the end of a
+//! limited query an acknowledgement shrinks it to what the stream can still
+//! be expected to supply ([`tail_cap`]). Never reorders rows of
 //! one stream and never reads a stream it has cancelled.
 
 use std::cmp::Reverse;
@@ -12,7 +14,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::ops::ControlFlow;
 
 use crate::channel::{Received, Receiver, StreamError};
-use crate::window::{after_wait, WindowMode};
+use crate::window::{after_wait, tail_cap, WindowMode};
 use crate::Row;
 
 /// What a merged query asks for.
@@ -41,6 +43,9 @@ pub struct MergeStats {
     /// tablet ran dry while it was needed (the ones that grow adaptive
     /// windows).
     pub stalls: u64,
+    /// Acknowledgements that also shrank a stream's window near the end
+    /// of the query ([`tail_cap`]).
+    pub tail_caps: u64,
     /// Each stream's window when the query ended.
     pub final_windows: Vec<u32>,
 }
@@ -56,6 +61,12 @@ pub trait BatchSource {
     fn ack(&self);
     /// Changes the window.
     fn set_window(&self, window: u32);
+    /// One batch was consumed, and the window becomes `window` (one message
+    /// where the transport allows).
+    fn ack_with_window(&self, window: u32) {
+        self.set_window(window);
+        self.ack();
+    }
     /// The current window.
     fn window(&self) -> u32;
     /// Cancels the stream; returns rows that arrived and were never consumed.
@@ -101,6 +112,10 @@ struct Cursor<'a, S> {
     /// arrived are the server still delivering the initial window, not the
     /// tablet being needed more than its share.
     initial: u32,
+    /// Rows taken from this stream (skipped or returned).
+    taken: u64,
+    /// Rows of the largest batch received: the stream's batch size.
+    batch_rows: u64,
 }
 
 impl<S: BatchSource> Cursor<'_, S> {
@@ -124,6 +139,7 @@ impl<S: BatchSource> Cursor<'_, S> {
                 }
                 Received::Batch(b) => {
                     self.received += 1;
+                    self.batch_rows = self.batch_rows.max(b.len() as u64);
                     self.rows = b.into();
                 }
                 Received::End => self.done = true,
@@ -152,6 +168,8 @@ pub fn merge<S: BatchSource>(
             done: false,
             received: 0,
             initial: rx.window(),
+            taken: 0,
+            batch_rows: 0,
         })
         .collect();
     let result = run(&mut cursors, query, &mut stats, &mut out);
@@ -172,7 +190,8 @@ fn run<S: BatchSource>(
     // whose next key is known sits in the heap under that key (a
     // placeholder); its batch is waited for only when that key is the
     // smallest.
-    let mut heap: BinaryHeap<Reverse<(Vec<u8>, usize)>> = BinaryHeap::with_capacity(cursors.len());
+    let streams = cursors.len();
+    let mut heap: BinaryHeap<Reverse<(Vec<u8>, usize)>> = BinaryHeap::with_capacity(streams);
     for (i, c) in cursors.iter_mut().enumerate() {
         c.fill(query.mode, stats)?;
         if let Some((k, _)) = c.rows.front() {
@@ -195,6 +214,7 @@ fn run<S: BatchSource>(
         let Some(row) = c.rows.pop_front() else {
             continue;
         };
+        c.taken += 1;
         if stats.rows_skipped < query.skip {
             stats.rows_skipped += 1;
         } else {
@@ -204,9 +224,27 @@ fn run<S: BatchSource>(
             }
         }
         if c.rows.is_empty() {
-            // The batch is consumed: acknowledge, then go on from the
-            // announced next key, or fetch the next batch now.
-            c.rx.ack();
+            // The batch is consumed: acknowledge (near the end of a
+            // limited query, shrinking the window to what the stream can
+            // still be expected to supply), then go on from the announced
+            // next key, or fetch the next batch now.
+            let merged = stats.rows_skipped + stats.rows_returned;
+            let remaining = if query.limit == u64::MAX {
+                u64::MAX
+            } else {
+                query
+                    .skip
+                    .saturating_add(query.limit)
+                    .saturating_sub(merged)
+            };
+            let q = u32::try_from(streams).unwrap_or(u32::MAX);
+            match tail_cap(query.mode, remaining, c.taken, merged, q, c.batch_rows) {
+                Some(cap) if cap < c.rx.window() => {
+                    stats.tail_caps += 1;
+                    c.rx.ack_with_window(cap);
+                }
+                _ => c.rx.ack(),
+            }
             if stats.rows_returned >= query.limit {
                 break;
             }

@@ -6,8 +6,15 @@
 
 /// CouchDB's default `stream_limit`, in batches (one row per batch there).
 pub const STREAM_LIMIT_DEFAULT_BATCHES: u32 = 5;
-/// Smallest window an adaptive stream starts with, batches.
+/// Smallest window an adaptive stream starts with, batches: one batch
+/// being consumed while the next is in flight (with one, every batch costs
+/// a stall: measured 77 stalls per 100-row query over 192 tablets).
 pub const ADAPTIVE_WINDOW_MIN_BATCHES: u32 = 2;
+/// How many times its expected share of the rows a query still needs an
+/// adaptive stream may have in flight near the end of the query
+/// ([`tail_cap`]). 1.0 stalls more; 2.0 sends more (a model of the merge
+/// at q = 8..192: 1.5 costs under one stall per query).
+pub const TAIL_FACTOR: f64 = 1.5;
 /// Largest window any stream may have, batches.
 pub const WINDOW_BATCHES_MAX: u32 = 1024;
 
@@ -39,26 +46,17 @@ impl WindowMode {
 
 /// The first window of each of `q` tablet streams for a query that needs
 /// `skip + limit` rows, with batches of `rows_per_batch` rows: the batches
-/// one tablet supplies if rows spread evenly, at least one. `hint` is a
-/// learned start from earlier queries ([`after_cancel`]), if any.
-pub fn initial_window(
-    mode: WindowMode,
-    skip: u64,
-    limit: u64,
-    q: u32,
-    rows_per_batch: u32,
-    hint: Option<u32>,
-) -> u32 {
+/// one tablet supplies if rows spread evenly, at least
+/// [`ADAPTIVE_WINDOW_MIN_BATCHES`]. What a tablet does not need is cut at
+/// the end of the query ([`tail_cap`]).
+pub fn initial_window(mode: WindowMode, skip: u64, limit: u64, q: u32, rows_per_batch: u32) -> u32 {
     match mode {
         WindowMode::Fixed(n) => n.clamp(1, WINDOW_BATCHES_MAX),
         WindowMode::Adaptive => {
             let need_rows = skip.saturating_add(limit).div_ceil(u64::from(q.max(1)));
-            let need = need_rows.div_ceil(u64::from(rows_per_batch.max(1))).max(1);
-            let need = u32::try_from(need).unwrap_or(WINDOW_BATCHES_MAX);
-            // At least two batches: one being consumed while the next is in
-            // flight. With one, every batch costs a stall (measured: 77
-            // stalls per 100-row query over 192 tablets).
-            hint.map_or(need, |h| h.min(need))
+            let need = need_rows.div_ceil(u64::from(rows_per_batch.max(1)));
+            u32::try_from(need)
+                .unwrap_or(WINDOW_BATCHES_MAX)
                 .clamp(ADAPTIVE_WINDOW_MIN_BATCHES, WINDOW_BATCHES_MAX)
         }
     }
@@ -74,13 +72,35 @@ pub fn after_wait(mode: WindowMode, window: u32) -> u32 {
     }
 }
 
-/// The start window for the next query on the same table after this one
-/// threw away `wasted_rows` over `q` tablets: the per-tablet waste in
-/// batches comes off the start, never below one.
-pub fn after_cancel(start: u32, wasted_rows: u64, q: u32, rows_per_batch: u32) -> u32 {
-    let per_tablet_batches = wasted_rows / u64::from(q.max(1)) / u64::from(rows_per_batch.max(1));
-    let cut = u32::try_from(per_tablet_batches).unwrap_or(u32::MAX);
-    start.saturating_sub(cut).max(1)
+/// The largest window worth granting an adaptive stream when it
+/// acknowledges a batch near the end of a query: its expected part of the
+/// `remaining_rows` the query still needs, times [`TAIL_FACTOR`], in
+/// batches of `batch_rows`, at least one. Its part is its share of the
+/// rows merged so far (`stream_rows` of `merged_rows`), at least 1/`q`,
+/// so a stream that supplies most rows (a range-partitioned table) keeps
+/// its window. `None` when nothing is capped: fixed windows, or a query
+/// without a limit (`remaining_rows == u64::MAX`).
+pub fn tail_cap(
+    mode: WindowMode,
+    remaining_rows: u64,
+    stream_rows: u64,
+    merged_rows: u64,
+    q: u32,
+    batch_rows: u64,
+) -> Option<u32> {
+    if mode != WindowMode::Adaptive || remaining_rows == u64::MAX {
+        return None;
+    }
+    let even = 1.0 / f64::from(q.max(1));
+    let seen = if merged_rows == 0 {
+        0.0
+    } else {
+        stream_rows as f64 / merged_rows as f64
+    };
+    let want = remaining_rows as f64 * even.max(seen).min(1.0) * TAIL_FACTOR;
+    let batches = (want / batch_rows.max(1) as f64).ceil();
+    // In 1..=WINDOW_BATCHES_MAX, so the cast cannot truncate.
+    Some(batches.clamp(1.0, f64::from(WINDOW_BATCHES_MAX)) as u32)
 }
 
 #[cfg(test)]
@@ -91,32 +111,43 @@ mod tests {
     fn adaptive_starts_from_the_need_per_tablet() {
         // 1000 rows over 192 tablets: 6 rows each, one batch of 100 rows,
         // but never fewer than two batches.
+        assert_eq!(initial_window(WindowMode::Adaptive, 0, 1000, 192, 100), 2);
+        // 1000 rows over 8 tablets, batches of 32 rows: 4 batches each.
+        assert_eq!(initial_window(WindowMode::Adaptive, 0, 1000, 8, 32), 4);
+        assert_eq!(initial_window(WindowMode::Adaptive, 500, 500, 8, 10), 13);
+        assert_eq!(initial_window(WindowMode::Fixed(10), 0, 1000, 8, 10), 10);
+        assert_eq!(initial_window(WindowMode::Fixed(0), 0, 1, 1, 1), 1);
         assert_eq!(
-            initial_window(WindowMode::Adaptive, 0, 1000, 192, 100, None),
-            2
-        );
-        // 1000 rows over 8 tablets, batches of 10 rows: 13 batches each.
-        assert_eq!(
-            initial_window(WindowMode::Adaptive, 0, 1000, 8, 10, None),
-            13
-        );
-        assert_eq!(
-            initial_window(WindowMode::Adaptive, 500, 500, 8, 10, Some(4)),
-            4
-        );
-        assert_eq!(
-            initial_window(WindowMode::Adaptive, 0, 10, 8, 10, Some(1)),
-            ADAPTIVE_WINDOW_MIN_BATCHES
-        );
-        assert_eq!(
-            initial_window(WindowMode::Fixed(10), 0, 1000, 8, 10, Some(4)),
-            10
-        );
-        assert_eq!(initial_window(WindowMode::Fixed(0), 0, 1, 1, 1, None), 1);
-        assert_eq!(
-            initial_window(WindowMode::Adaptive, u64::MAX, u64::MAX, 1, 1, None),
+            initial_window(WindowMode::Adaptive, u64::MAX, u64::MAX, 1, 1),
             WINDOW_BATCHES_MAX
         );
+    }
+
+    #[test]
+    fn the_tail_caps_windows_to_the_expected_need() {
+        // Fixed windows and unlimited queries are never capped.
+        assert_eq!(tail_cap(WindowMode::Fixed(5), 10, 1, 8, 8, 32), None);
+        assert_eq!(tail_cap(WindowMode::Adaptive, u64::MAX, 1, 8, 8, 32), None);
+        // 800 rows left over 8 even streams: 100 each, 150 with the
+        // factor: 5 batches of 32.
+        assert_eq!(tail_cap(WindowMode::Adaptive, 800, 50, 400, 8, 32), Some(5));
+        // Near the end: one batch, never zero.
+        assert_eq!(tail_cap(WindowMode::Adaptive, 40, 120, 960, 8, 32), Some(1));
+        assert_eq!(tail_cap(WindowMode::Adaptive, 0, 120, 1000, 8, 32), Some(1));
+        // A stream that supplied every row so far keeps a window for all
+        // that is left.
+        assert_eq!(
+            tail_cap(WindowMode::Adaptive, 320, 680, 680, 8, 32),
+            Some(15)
+        );
+        // Nothing merged yet: the even share.
+        assert_eq!(tail_cap(WindowMode::Adaptive, 1000, 0, 0, 8, 125), Some(2));
+        // Absurd inputs stay in range.
+        assert_eq!(
+            tail_cap(WindowMode::Adaptive, u64::MAX - 1, 1, 1, 1, 0),
+            Some(WINDOW_BATCHES_MAX)
+        );
+        assert_eq!(tail_cap(WindowMode::Adaptive, 1, 5, 1, 0, 1), Some(2));
     }
 
     #[test]
@@ -133,14 +164,12 @@ mod tests {
     }
 
     #[test]
-    fn waits_grow_and_waste_shrinks() {
+    fn waits_grow_adaptive_windows_only() {
         assert_eq!(after_wait(WindowMode::Adaptive, 3), 6);
         assert_eq!(
             after_wait(WindowMode::Adaptive, WINDOW_BATCHES_MAX),
             WINDOW_BATCHES_MAX
         );
         assert_eq!(after_wait(WindowMode::Fixed(5), 5), 5);
-        assert_eq!(after_cancel(8, 8 * 3 * 10, 8, 10), 5);
-        assert_eq!(after_cancel(2, 1_000_000, 8, 10), 1);
     }
 }
