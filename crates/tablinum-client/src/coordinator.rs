@@ -144,6 +144,10 @@ pub(crate) struct GrpcSource {
     /// The server stream's pump task (held by the stream's first slot); it
     /// ends when the server has ended the stream.
     pub(crate) pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Signalled (one stored permit) each time the pump hands any slot of
+    /// this stream a message, so an async reader can wait for the next
+    /// one without a thread per slot (batch scans).
+    pub(crate) arrived: Arc<tokio::sync::Notify>,
 }
 
 /// Opens one `ScanMany` stream on `channel` for `starts` (tablets of one
@@ -180,6 +184,7 @@ pub(crate) fn open_many(
         },
         progress,
     };
+    let arrived = Arc::new(tokio::sync::Notify::new());
     let mut txs = Vec::with_capacity(n);
     let mut sources = Vec::with_capacity(n);
     let mut counters = Vec::with_capacity(n);
@@ -201,6 +206,7 @@ pub(crate) fn open_many(
             hint: Mutex::new(None),
             failure: Mutex::new(None),
             pump: Mutex::new(None),
+            arrived: arrived.clone(),
         });
     }
     let pump = handle.spawn(async move {
@@ -208,6 +214,7 @@ pub(crate) fn open_many(
             for tx in txs {
                 let _ = tx.send(Msg2::Failed(s.clone()));
             }
+            arrived.notify_one();
         };
         let mut client = v1::tablet_server_client::TabletServerClient::new(channel)
             .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
@@ -241,6 +248,7 @@ pub(crate) fn open_many(
                         // A slot whose merge is gone just drains.
                         let _ = tx.send(Msg2::Batch(rows, b.last, next));
                     }
+                    arrived.notify_one();
                 }
                 Ok(None) => {
                     // Ended: slots without their last batch were cancelled
@@ -251,6 +259,7 @@ pub(crate) fn open_many(
                             let _ = tx.send(Msg2::Failed(s.clone()));
                         }
                     }
+                    arrived.notify_one();
                     return;
                 }
                 Err(s) => return fail_all(&s, &txs),

@@ -128,7 +128,7 @@ pub(crate) fn busy_timeout_ms(
 }
 
 /// The smallest key after `k`.
-fn after(k: &[u8]) -> Vec<u8> {
+pub(crate) fn after(k: &[u8]) -> Vec<u8> {
     let mut v = k.to_vec();
     v.push(0);
     v

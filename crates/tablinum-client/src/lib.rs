@@ -4,13 +4,15 @@
 //! manager, caching their locations and refreshing them when a server
 //! answers "not serving", routing writes and reads to the tablet that owns a
 //! key, retrying retryable failures with exponential backoff and full
-//! jitter, and coordinating table-wide queries (one flow-controlled stream
-//! per tablet merged in key order, see [`coordinator`]).
+//! jitter, coordinating table-wide queries (one flow-controlled stream
+//! per tablet merged in key order, see [`coordinator`]), and batch scans of
+//! many ranges (`batch`: pieces binned per server, retried per tablet).
 //!
 //! [`AsyncClient`] is the tokio API; [`Client`] wraps it with its own
 //! runtime for synchronous callers (the CLI, the benchmark harness, tests).
 //! Never retries an error that says the request itself was wrong.
 
+mod batch;
 pub mod coordinator;
 mod error;
 mod eventual;
@@ -35,6 +37,10 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
+pub use batch::{
+    BatchResult, BatchScan, BatchStats, BinOutcome, BinStats, KeyRange, PieceStats, ServedBy,
+    TabletStats, BATCH_PIECES_MAX, BATCH_RANGES_MAX,
+};
 pub use error::{is_busy, Error, Result, SCAN_SERVER_BUSY_PREFIX, SERVER_UNAVAILABLE_PREFIX};
 pub use point::ReadStats;
 pub use tablinum_auth::{Credential, Role};
@@ -1446,6 +1452,11 @@ impl Client {
         out: &mut (dyn FnMut(QueryRow) -> ControlFlow<()> + Send),
     ) -> Result<QueryStats> {
         self.rt.block_on(self.inner.query_until(q, out))
+    }
+
+    /// See [`AsyncClient::batch_scan`].
+    pub fn batch_scan(&self, req: &BatchScan) -> Result<BatchResult> {
+        self.rt.block_on(self.inner.batch_scan(req))
     }
 
     /// Runs a query and collects its rows.
