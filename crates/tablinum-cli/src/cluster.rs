@@ -637,7 +637,7 @@ pub fn status(cluster: &ClusterArg) -> anyhow::Result<()> {
     out!("live scan servers: {}", s.scan_servers.len());
     for sv in &s.scan_servers {
         out!(
-            "  {}	{}	group={}	queue={}	running={}	busy={}	batches={}	last heartbeat {} ms ago	http://{}/",
+            "  {}	{}	group={}	queue={}	running={}	busy={}	batches={}	served by attempt={}	by plan={}	last heartbeat {} ms ago	http://{}/",
             sv.id,
             sv.address,
             sv.group,
@@ -645,11 +645,18 @@ pub fn status(cluster: &ClusterArg) -> anyhow::Result<()> {
             sv.scans_running,
             sv.busy_total,
             sv.batches_total,
+            slash(&sv.served_by_attempt),
+            slash(&sv.served_by_plan),
             sv.last_heartbeat_ms,
             sv.http
         );
     }
     Ok(())
+}
+
+/// Counts as `12/3/0/0`.
+fn slash(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join("/")
 }
 
 /// `tablinum token ...`.

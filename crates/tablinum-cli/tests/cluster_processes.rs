@@ -546,6 +546,7 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
             table_id: 0,
             tablet_id: 0,
             busy_timeout_ms: 0,
+            ..Default::default()
         })
         .await
     });

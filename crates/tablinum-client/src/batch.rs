@@ -818,6 +818,8 @@ impl<'a> Batch<'a> {
                 table_id: self.table_id,
                 busy_timeout_ms: u32::try_from(bin.busy_timeout_ms).unwrap_or(u32::MAX),
                 filter: self.req.filter.as_ref().map(Filter::to_wire),
+                attempt: p.attempts,
+                plan: bin.plan.map_or(0, |p| u32::try_from(p).unwrap_or(u32::MAX)),
             });
         }
         let round = self.rounds;

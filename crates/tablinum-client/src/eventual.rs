@@ -237,6 +237,8 @@ impl EventualSource {
         }
         start.window = st.window;
         start.busy_timeout_ms = u32::try_from(busy).unwrap_or(u32::MAX);
+        start.attempt = u32::try_from(st.attempts.len() + 1).unwrap_or(u32::MAX);
+        start.plan = plan.map_or(0, |p| u32::try_from(p).unwrap_or(u32::MAX));
         let transport = self
             .client
             .transport(&server)

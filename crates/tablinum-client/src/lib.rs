@@ -1002,6 +1002,8 @@ impl AsyncClient {
                     table_id: loc.table.id,
                     busy_timeout_ms: 0,
                     filter: q.filter.as_ref().map(Filter::to_wire),
+                    attempt: 0,
+                    plan: 0,
                 };
                 sources.push(Source::Eventual(Box::new(eventual::EventualSource::new(
                     self.clone(),
@@ -1038,6 +1040,8 @@ impl AsyncClient {
                 table_id: loc.table.id,
                 busy_timeout_ms: 0,
                 filter: q.filter.as_ref().map(Filter::to_wire),
+                attempt: 0,
+                plan: 0,
             };
             match by_server.iter_mut().find(|(s, _)| *s == t.server.as_str()) {
                 Some((_, v)) => v.push(start),

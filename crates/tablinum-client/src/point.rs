@@ -106,6 +106,8 @@ impl AsyncClient {
                         table_id,
                         tablet_id: 0,
                         busy_timeout_ms: 0,
+                        attempt: 0,
+                        plan: 0,
                     };
                     call(c, req)
                 })
@@ -176,6 +178,8 @@ impl AsyncClient {
                 table_id,
                 tablet_id: tablet.id,
                 busy_timeout_ms: u32::try_from(busy).unwrap_or(u32::MAX),
+                attempt: u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX),
+                plan: plan.map_or(0, |p| u32::try_from(p).unwrap_or(u32::MAX)),
             };
             let hedge = match plan {
                 Some(_) => {

@@ -216,6 +216,11 @@ pub struct ScanServer {
     pub batches_total: u64,
     /// Batches answered busy since it started.
     pub busy_total: u64,
+    /// Reads and scans it served on the client's 1st, 2nd, 3rd and later
+    /// attempt (always [`tablinum_proto::SERVED_BUCKETS`] entries).
+    pub served_by_attempt: Vec<u64>,
+    /// The same, by the attempt plan that chose it (0, 1, 2, 3 or later).
+    pub served_by_plan: Vec<u64>,
 }
 
 impl From<v1::ScanServerStatus> for ScanServer {
@@ -230,8 +235,16 @@ impl From<v1::ScanServerStatus> for ScanServer {
             queue_depth: s.queue_depth,
             batches_total: s.batches_total,
             busy_total: s.busy_total,
+            served_by_attempt: buckets(s.served_by_attempt),
+            served_by_plan: buckets(s.served_by_plan),
         }
     }
+}
+
+/// Exactly [`tablinum_proto::SERVED_BUCKETS`] counts (missing ones 0).
+fn buckets(mut v: Vec<u64>) -> Vec<u64> {
+    v.resize(tablinum_proto::SERVED_BUCKETS, 0);
+    v
 }
 
 impl From<v1::ClusterStatusResponse> for ClusterStatus {

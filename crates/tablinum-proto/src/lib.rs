@@ -18,6 +18,21 @@ pub const TABLE_NAME_BYTES_MAX: usize = 128;
 pub const TABLETS_PER_TABLE_MAX: u32 = 4096;
 /// Most rows in one scan batch.
 pub const BATCH_ROWS_MAX: u32 = 10_000;
+/// Buckets of a scan server's served-by-attempt and served-by-plan counts:
+/// attempts 1, 2, 3, 4 or later; plans 0, 1, 2, 3 or later.
+pub const SERVED_BUCKETS: usize = 4;
+
+/// The served-by bucket of a read that said `attempt` and `plan`: `None`
+/// when it said no attempt (0), else (attempt bucket, plan bucket).
+pub fn served_buckets(attempt: u32, plan: u32) -> Option<(usize, usize)> {
+    if attempt == 0 {
+        return None;
+    }
+    let last = SERVED_BUCKETS - 1;
+    let a = usize::try_from(attempt - 1).unwrap_or(usize::MAX).min(last);
+    let p = usize::try_from(plan).unwrap_or(usize::MAX).min(last);
+    Some((a, p))
+}
 /// Most unacknowledged batches of one stream: the stream crate's cap,
 /// defined there once.
 pub const WINDOW_BATCHES_MAX: u32 = tablinum_stream::window::WINDOW_BATCHES_MAX;
@@ -159,6 +174,15 @@ pub fn check_table_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_buckets_fold_late_attempts_and_plans() {
+        assert_eq!(served_buckets(0, 3), None);
+        assert_eq!(served_buckets(1, 0), Some((0, 0)));
+        assert_eq!(served_buckets(2, 1), Some((1, 1)));
+        assert_eq!(served_buckets(4, 3), Some((3, 3)));
+        assert_eq!(served_buckets(u32::MAX, u32::MAX), Some((3, 3)));
+    }
 
     #[test]
     fn table_names() {

@@ -442,6 +442,30 @@ impl Node {
                 c(&m.tablets_opened),
             );
         }
+        if let Some(ss) = &self.sserver {
+            let (by_attempt, by_plan) = ss.metrics.served_counts();
+            for (name, label, help, values, names) in [
+                (
+                    "tablinum_sserver_served_by_attempt_total",
+                    "attempt",
+                    "Reads and scans served (they got a scan thread), by the client's attempt number.",
+                    &by_attempt,
+                    ["1", "2", "3", "4+"],
+                ),
+                (
+                    "tablinum_sserver_served_by_plan_total",
+                    "plan",
+                    "Reads and scans served, by the attempt plan that chose this server.",
+                    &by_plan,
+                    ["0", "1", "2", "3+"],
+                ),
+            ] {
+                let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+                for (v, l) in values.iter().zip(names) {
+                    let _ = writeln!(s, "{name}{{{label}=\"{l}\"}} {v}");
+                }
+            }
+        }
         s
     }
 
@@ -491,13 +515,17 @@ impl Node {
             }
             h.push_str(
                 "</table><h2>Scan servers</h2><table><tr><th>id</th><th>address</th><th>group</th>\
-                 <th>last heartbeat</th><th>running</th><th>queued</th><th>batches</th><th>busy</th></tr>",
+                 <th>last heartbeat</th><th>running</th><th>queued</th><th>batches</th><th>busy</th>\
+                 <th title=\"reads and scans served on the client's 1st / 2nd / 3rd / later attempt\">\
+                 served on attempt 1/2/3/4+</th><th title=\"by the attempt plan that chose the server\">\
+                 by plan 0/1/2/3+</th></tr>",
             );
             for s in &snap.scan_servers {
                 let _ = write!(
                     h,
                     "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{} ms ago</td>\
-                     <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                     <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                     <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                     esc(&s.id),
                     esc(&s.address),
                     esc(&s.group),
@@ -506,6 +534,8 @@ impl Node {
                     s.queue_depth,
                     s.batches_total,
                     s.busy_total,
+                    served_cell(&s.served_by_attempt),
+                    served_cell(&s.served_by_plan),
                 );
             }
             h.push_str(
@@ -651,6 +681,18 @@ fn bytes_text(b: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
+}
+
+/// A scan server's served-by counts as one cell: `12/3/0/0`.
+fn served_cell(v: &[u64]) -> String {
+    let mut out = String::new();
+    for i in 0..tablinum_proto::SERVED_BUCKETS {
+        if i > 0 {
+            out.push('/');
+        }
+        let _ = write!(out, "{}", v.get(i).copied().unwrap_or(0));
+    }
+    out
 }
 
 fn esc(s: &str) -> String {

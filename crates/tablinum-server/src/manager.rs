@@ -914,6 +914,8 @@ impl ManagerRpc for ManagerService {
                     queue_depth: hb.queue_depth,
                     batches_total: hb.batches_total,
                     busy_total: hb.busy_total,
+                    served_by_attempt: hb.served_by_attempt.clone(),
+                    served_by_plan: hb.served_by_plan.clone(),
                 },
             },
         );
@@ -1140,7 +1142,20 @@ fn check_scan_server_heartbeat(hb: &v1::ScanServerHeartbeatRequest) -> Result<()
     tablinum_proto::check_server_id(&hb.server_id)?;
     tablinum_proto::check_address("address", &hb.address)?;
     tablinum_proto::check_address("http", &hb.http)?;
-    tablinum_proto::check_group(&hb.group)
+    tablinum_proto::check_group(&hb.group)?;
+    for (name, v) in [
+        ("served_by_attempt", &hb.served_by_attempt),
+        ("served_by_plan", &hb.served_by_plan),
+    ] {
+        if v.len() > tablinum_proto::SERVED_BUCKETS {
+            return Err(format!(
+                "{name} has {} entries; at most {} are allowed",
+                v.len(),
+                tablinum_proto::SERVED_BUCKETS
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_heartbeat(hb: &v1::HeartbeatRequest) -> Result<(), String> {

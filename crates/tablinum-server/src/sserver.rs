@@ -57,6 +57,27 @@ pub struct SserverMetrics {
     pub view_hits: AtomicU64,
     /// Requests refused (bad input, unknown tablet).
     pub refused: AtomicU64,
+    /// Reads and scans served, by the client's attempt number (buckets of
+    /// `tablinum_proto::served_buckets`).
+    pub served_by_attempt: [AtomicU64; tablinum_proto::SERVED_BUCKETS],
+    /// Reads and scans served, by the attempt plan that chose this server.
+    pub served_by_plan: [AtomicU64; tablinum_proto::SERVED_BUCKETS],
+}
+
+impl SserverMetrics {
+    /// Counts one read or scan served that said `attempt` and `plan`.
+    pub fn served(&self, attempt: u32, plan: u32) {
+        if let Some((a, p)) = tablinum_proto::served_buckets(attempt, plan) {
+            self.served_by_attempt[a].fetch_add(1, Ordering::Relaxed);
+            self.served_by_plan[p].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The served-by-attempt and served-by-plan counts, as reported.
+    pub fn served_counts(&self) -> (Vec<u64>, Vec<u64>) {
+        let load = |v: &[AtomicU64]| v.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        (load(&self.served_by_attempt), load(&self.served_by_plan))
+    }
 }
 
 /// One tablet's view and when it was opened.
@@ -295,6 +316,7 @@ impl Sserver {
     /// One heartbeat: report this server, take the token set if it changed.
     async fn heartbeat(self: Arc<Self>, mut mgr: crate::heartbeat::Manager) -> Result<(), Status> {
         let (running, queued) = self.queue.depth();
+        let (served_by_attempt, served_by_plan) = self.metrics.served_counts();
         let req = v1::ScanServerHeartbeatRequest {
             server_id: self.id.clone(),
             address: self.address.clone(),
@@ -305,6 +327,8 @@ impl Sserver {
             batches_total: self.queue.batches_total.load(Ordering::Relaxed),
             busy_total: self.queue.busy_total.load(Ordering::Relaxed),
             tokens_version: self.verifier.tokens_version(),
+            served_by_attempt,
+            served_by_plan,
         };
         let r = mgr.scan_server_heartbeat(req).await?.into_inner();
         if r.tokens_changed {
@@ -375,12 +399,15 @@ impl Sserver {
             .map_err(|e| self.refuse(Status::invalid_argument(format!("busy_timeout_ms: {e}"))))
     }
 
-    /// Runs the slots of one stream on the scan threads.
+    /// Runs the slots of one stream on the scan threads; the stream counts
+    /// as served on the client's `attempt` (and `plan`) once a batch of it
+    /// goes out.
     fn spawn_producer(
         self: &Arc<Self>,
         slots: Vec<Slot>,
         windows: &[u32],
         busy: Option<BusyTimeout>,
+        (attempt, plan): (u32, u32),
     ) -> (
         Arc<Credits>,
         tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>>,
@@ -402,7 +429,12 @@ impl Sserver {
         tokio::spawn(async move {
             me.metrics.scans.fetch_add(1, Ordering::Relaxed);
             me.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
-            let m: Arc<dyn ProducerMetrics> = me.clone();
+            let m: Arc<dyn ProducerMetrics> = Arc::new(StreamMetrics {
+                ss: me.clone(),
+                attempt,
+                plan,
+                counted: AtomicBool::new(false),
+            });
             crate::scan::produce(slots, c, tx, bytes_max, ack_wait, m, Some(gate)).await;
             me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
         });
@@ -425,6 +457,7 @@ impl Sserver {
             .await
             .map_err(|e| crate::scan::busy_status(&e))?;
         self.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        self.metrics.served(r.attempt, r.plan);
         tokio::task::block_in_place(|| read(&view, &r.key)).map_err(status_from_engine)
     }
 }
@@ -439,6 +472,28 @@ impl ProducerMetrics for Sserver {
 
     fn ack_timeout(&self) {
         self.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The producer metrics of one stream: the server's, and the stream
+/// counted as served by its attempt and plan when its first batch goes out.
+struct StreamMetrics {
+    ss: Arc<Sserver>,
+    attempt: u32,
+    plan: u32,
+    counted: AtomicBool,
+}
+
+impl ProducerMetrics for StreamMetrics {
+    fn batch_sent(&self, rows: usize) {
+        if !self.counted.swap(true, Ordering::Relaxed) {
+            self.ss.metrics.served(self.attempt, self.plan);
+        }
+        self.ss.batch_sent(rows);
+    }
+
+    fn ack_timeout(&self) {
+        self.ss.ack_timeout();
     }
 }
 
@@ -507,7 +562,8 @@ impl TabletServer for SserverService {
         let busy = ss.busy_timeout(start.busy_timeout_ms)?;
         let view = ss.view(start.table_id, start.tablet_id).await?;
         let (slot, window) = ss.open_slot(&start, view)?;
-        let (credits, rx) = ss.spawn_producer(vec![slot], &[window], busy);
+        let (credits, rx) =
+            ss.spawn_producer(vec![slot], &[window], busy, (start.attempt, start.plan));
         crate::scan::read_scan_acks(inbound, credits);
         let out = crate::scan::scan_batches(rx);
         Ok(Response::new(Box::pin(out)))
@@ -553,7 +609,8 @@ impl TabletServer for SserverService {
             slots.push(r.0);
             windows.push(r.1);
         }
-        let (credits, rx) = ss.spawn_producer(slots, &windows, busy);
+        let said = (starts[0].attempt, starts[0].plan);
+        let (credits, rx) = ss.spawn_producer(slots, &windows, busy, said);
         crate::scan::read_scan_many_acks(inbound, credits);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));

@@ -123,6 +123,7 @@ fn every_call(c: &TestCluster, cred: Option<&Credential>) -> Vec<(&'static str, 
             table_id: 0,
             tablet_id: 0,
             busy_timeout_ms: 0,
+            ..Default::default()
         };
         out.push(("Get", code(t.get(get.clone()).await.map(drop))));
         out.push(("Head", code(t.head(get).await.map(drop))));
@@ -532,6 +533,7 @@ fn scan_servers_refuse_outsiders_and_impostors_cannot_register() {
                 table_id,
                 tablet_id: 0,
                 busy_timeout_ms: 0,
+                ..Default::default()
             };
             let start = v1::ScanStart {
                 table: "t".into(),
@@ -634,6 +636,26 @@ fn scan_servers_refuse_outsiders_and_impostors_cannot_register() {
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
+        // A member with the secret but a malformed report is refused,
+        // naming the field, and not listed.
+        let cluster = common::secret().credential();
+        let mut m = common::raw_manager_as(&addr, Some(&cluster)).await;
+        let e = m
+            .scan_server_heartbeat(v1::ScanServerHeartbeatRequest {
+                server_id: "counts-ss".into(),
+                address: "127.0.0.1:4".into(),
+                http: "127.0.0.1:4".into(),
+                group: "default".into(),
+                served_by_attempt: vec![1; 5],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(
+            e.message().contains("served_by_attempt has 5 entries"),
+            "{e:?}"
+        );
     });
     let listed = c.client.status().unwrap().scan_servers;
     assert_eq!(listed.len(), 1, "{listed:?}");

@@ -162,6 +162,29 @@ fn busy_scan_servers_shed_load_and_every_row_is_still_right() {
         .collect();
     let busy: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(busy > 0, "no scan server ever answered busy");
+    // The scan servers say on which attempt and plan they served: every
+    // scan was served at least once (48; a stream answered busy between
+    // batches is served again from where it stopped), some after a busy
+    // answer.
+    let t0 = Instant::now();
+    loop {
+        let servers = c.client.status().unwrap().scan_servers;
+        let sum = |f: fn(&tablinum_client::ScanServer) -> &Vec<u64>, i: usize| -> u64 {
+            servers.iter().map(|s| f(s)[i]).sum()
+        };
+        let first = sum(|s| &s.served_by_attempt, 0);
+        let later: u64 = (1..4).map(|i| sum(|s| &s.served_by_attempt, i)).sum();
+        let by_plan: u64 = (0..4).map(|i| sum(|s| &s.served_by_plan, i)).sum();
+        if first + later >= 48 && by_plan == first + later {
+            assert!(later > 0, "no scan served after a busy answer: {servers:?}");
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "served counts never reached 48: {servers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -218,6 +241,7 @@ fn bad_eventual_requests_say_what_is_wrong() {
                 table_id: 0,
                 tablet_id: 0,
                 busy_timeout_ms: 0,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -229,6 +253,7 @@ fn bad_eventual_requests_say_what_is_wrong() {
                 table_id: 9_999,
                 tablet_id: 0,
                 busy_timeout_ms: 0,
+                ..Default::default()
             })
             .await
             .unwrap_err();
