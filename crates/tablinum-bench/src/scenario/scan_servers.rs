@@ -53,6 +53,15 @@ pub struct ScanServersArgs {
     /// --quick); the warm-up is a quarter of it, at most the default's.
     #[arg(long)]
     pub measured_seconds: Option<f64>,
+    /// Closed-loop large-scan clients of the measured run (default 6).
+    #[arg(long)]
+    pub measured_clients: Option<u32>,
+    /// Scan threads of each measured scan server (default 2).
+    #[arg(long)]
+    pub measured_scan_threads: Option<u32>,
+    /// CPU of each measured scan server, thousandths of a core (default 250).
+    #[arg(long)]
+    pub measured_millicores: Option<u64>,
     /// Only the simulated grids (no cluster is started).
     #[arg(long)]
     pub skip_measured: bool,
@@ -62,6 +71,15 @@ pub struct ScanServersArgs {
 pub const MEASURED_SECONDS_MIN: f64 = 0.5;
 /// Longest measured probe run, s (one hour).
 pub const MEASURED_SECONDS_MAX: f64 = 3_600.0;
+
+/// Most large-scan clients of the measured run.
+pub const MEASURED_CLIENTS_MAX: u32 = 256;
+/// Most scan threads of a measured scan server.
+pub const MEASURED_SCAN_THREADS_MAX: u32 = 64;
+/// Least and most CPU of a measured scan server, thousandths of a core.
+pub const MEASURED_MILLICORES_MIN: u64 = 50;
+/// See [`MEASURED_MILLICORES_MIN`].
+pub const MEASURED_MILLICORES_MAX: u64 = 64_000;
 
 /// One row of `scenario.json`: simulated or measured (`source` says).
 #[derive(Debug, Clone, Serialize)]
@@ -326,6 +344,32 @@ pub fn run(args: &ScanServersArgs, child: &ChildCommand) -> Result<ScanServersRe
             });
         }
     }
+    if let Some(n) = args.measured_clients {
+        if !(1..=MEASURED_CLIENTS_MAX).contains(&n) {
+            return Err(BenchError::Usage {
+                arg: "--measured-clients",
+                reason: format!("{n} is outside 1..={MEASURED_CLIENTS_MAX}"),
+            });
+        }
+    }
+    if let Some(n) = args.measured_scan_threads {
+        if !(1..=MEASURED_SCAN_THREADS_MAX).contains(&n) {
+            return Err(BenchError::Usage {
+                arg: "--measured-scan-threads",
+                reason: format!("{n} is outside 1..={MEASURED_SCAN_THREADS_MAX}"),
+            });
+        }
+    }
+    if let Some(m) = args.measured_millicores {
+        if !(MEASURED_MILLICORES_MIN..=MEASURED_MILLICORES_MAX).contains(&m) {
+            return Err(BenchError::Usage {
+                arg: "--measured-millicores",
+                reason: format!(
+                    "{m} is outside {MEASURED_MILLICORES_MIN}..={MEASURED_MILLICORES_MAX}"
+                ),
+            });
+        }
+    }
     crate::scenario::framework::output::claim_out_dir(&args.out)?;
     let probe_scans = args
         .probe_scans
@@ -335,6 +379,15 @@ pub fn run(args: &ScanServersArgs, child: &ChildCommand) -> Result<ScanServersRe
     if let Some(s) = args.measured_seconds {
         shape.warmup_s = shape.warmup_s.min(s / 4.0);
         shape.probe_s = s;
+    }
+    if let Some(n) = args.measured_clients {
+        shape.clients = n;
+    }
+    if let Some(n) = args.measured_scan_threads {
+        shape.scan_threads = n;
+    }
+    if let Some(m) = args.measured_millicores {
+        shape.sserver_millicores = m;
     }
     let calibration = Calibration::default();
     eprintln!(
