@@ -313,4 +313,37 @@ fn scan_servers_scenario_writes_the_simulated_and_measured_rows() {
     // A second run into the same directory is refused, nothing overwritten.
     let o = tablinum(&["bench", "scenario", "scan-servers", "--out", &out_s]);
     assert!(!o.status.success());
+    // Bad measured options are refused before anything is created.
+    let fresh = tmp.path().join("never");
+    let fresh_s = fresh.to_string_lossy().into_owned();
+    let profiles = tmp.path().join("only-noshed.toml");
+    std::fs::write(
+        &profiles,
+        "default = \"noshed\"\n[profiles.noshed]\nattempts = [ { servers = 1, busy_timeout_ms = 5 } ]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let profiles_s = profiles.to_string_lossy().into_owned();
+    for (args, want) in [
+        (
+            vec!["--measured-profiles", profiles_s.as_str()],
+            "defines no profile \"shed\"",
+        ),
+        (vec!["--measured-seconds", "0"], "--measured-seconds"),
+        (vec!["--measured-clients", "0"], "--measured-clients"),
+        (vec!["--measured-millicores", "1"], "--measured-millicores"),
+    ] {
+        let mut all = vec![
+            "bench",
+            "scenario",
+            "scan-servers",
+            "--out",
+            fresh_s.as_str(),
+        ];
+        all.extend(args);
+        let o = tablinum(&all);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{want}: {err}");
+        assert!(!fresh.exists(), "{want}: the output directory was created");
+    }
 }

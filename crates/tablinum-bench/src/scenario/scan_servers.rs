@@ -62,6 +62,10 @@ pub struct ScanServersArgs {
     /// CPU of each measured scan server, thousandths of a core (default 250).
     #[arg(long)]
     pub measured_millicores: Option<u64>,
+    /// Dispatcher profiles of the measured run's shedding modes instead of
+    /// the built-in ones: a TOML file defining profiles `noshed` and `shed`.
+    #[arg(long)]
+    pub measured_profiles: Option<PathBuf>,
     /// Only the simulated grids (no cluster is started).
     #[arg(long)]
     pub skip_measured: bool,
@@ -136,7 +140,7 @@ pub struct MeasuredSummary {
     /// Its shape.
     pub shape: MeasuredShape,
     /// The shedding modes' dispatcher profiles.
-    pub profiles_toml: &'static str,
+    pub profiles_toml: String,
     /// Single-client costs on this machine.
     pub costs: measured::MeasuredCosts,
 }
@@ -370,6 +374,26 @@ pub fn run(args: &ScanServersArgs, child: &ChildCommand) -> Result<ScanServersRe
             });
         }
     }
+    let profiles_toml = match &args.measured_profiles {
+        None => measured::PROFILES_TOML.to_string(),
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| BenchError::io(f, "read", e))?;
+            let p =
+                tablinum_client::Profiles::from_toml_str(&text).map_err(|e| BenchError::Usage {
+                    arg: "--measured-profiles",
+                    reason: format!("{}: {e}", f.display()),
+                })?;
+            for name in ["noshed", "shed"] {
+                if p.get(name).is_err() {
+                    return Err(BenchError::Usage {
+                        arg: "--measured-profiles",
+                        reason: format!("{} defines no profile {name:?}", f.display()),
+                    });
+                }
+            }
+            text
+        }
+    };
     crate::scenario::framework::output::claim_out_dir(&args.out)?;
     let probe_scans = args
         .probe_scans
@@ -408,7 +432,7 @@ pub fn run(args: &ScanServersArgs, child: &ChildCommand) -> Result<ScanServersRe
     let mut calibration_this_machine = None;
     let mut here_table = None;
     if !args.skip_measured {
-        let m = measured::run(&child.program, &args.out, &shape, args.seed)?;
+        let m = measured::run(&child.program, &args.out, &shape, &profiles_toml, args.seed)?;
         let here = calibration_here(&calibration, &m.costs);
         eprintln!("scan-servers: SIMULATED grids once more with this machine's per-row costs");
         let mut g = tablinum_sim::scan_servers_grid(
@@ -444,7 +468,7 @@ pub fn run(args: &ScanServersArgs, child: &ChildCommand) -> Result<ScanServersRe
         calibration_this_machine,
         measured: measured_run.as_ref().map(|m| MeasuredSummary {
             shape: m.shape.clone(),
-            profiles_toml: m.profiles_toml,
+            profiles_toml: m.profiles_toml.clone(),
             costs: m.costs.clone(),
         }),
         targets,

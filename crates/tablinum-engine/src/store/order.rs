@@ -37,6 +37,9 @@ pub(super) struct Ordered<G> {
 impl<G> Ordered<G> {
     /// Checks the order, then takes the lock with `lock`.
     pub(super) fn acquire(level: Level, lock: impl FnOnce() -> G) -> Self {
+        // Only debug builds check the order.
+        #[cfg(not(debug_assertions))]
+        let _ = level;
         #[cfg(debug_assertions)]
         HELD.with(|h| {
             let held = h.get();

@@ -243,7 +243,7 @@ pub struct MeasuredReport {
     /// Its shape.
     pub shape: MeasuredShape,
     /// The profiles of the shedding modes.
-    pub profiles_toml: &'static str,
+    pub profiles_toml: String,
     /// Single-client costs on this machine.
     pub costs: MeasuredCosts,
     /// One row per (mode, repeat), in run order.
@@ -458,6 +458,7 @@ pub fn run(
     program: &Path,
     out: &Path,
     shape: &MeasuredShape,
+    profiles_toml: &str,
     seed: u64,
 ) -> Result<MeasuredReport, BenchError> {
     let data: PathBuf = out.join("cluster-data");
@@ -468,7 +469,7 @@ pub fn run(
         false,
         &["--sservers", "0"],
     )?;
-    let result = run_on(program, out, &cluster, &data, shape, seed);
+    let result = run_on(program, out, &cluster, &data, shape, profiles_toml, seed);
     let stopped = cluster.stop();
     if data.exists() {
         let _ = std::fs::remove_dir_all(&data);
@@ -484,13 +485,14 @@ fn run_on(
     cluster: &LocalCluster,
     data: &Path,
     shape: &MeasuredShape,
+    profiles_toml: &str,
     seed: u64,
 ) -> Result<MeasuredReport, BenchError> {
     let profiles_path = out.join("profiles.toml");
-    std::fs::write(&profiles_path, PROFILES_TOML)
+    std::fs::write(&profiles_path, profiles_toml)
         .map_err(|e| BenchError::io(&profiles_path, "write", e))?;
     let profiles = Arc::new(
-        tablinum_client::Profiles::from_toml_str(PROFILES_TOML)
+        tablinum_client::Profiles::from_toml_str(profiles_toml)
             .map_err(|e| cluster_err("read the profiles", e.to_string()))?,
     );
     let base = ClientConfig::with_credential(Some(cluster.credential()?));
@@ -597,7 +599,7 @@ fn run_on(
     drop(sservers);
     Ok(MeasuredReport {
         shape: shape.clone(),
-        profiles_toml: PROFILES_TOML,
+        profiles_toml: profiles_toml.to_string(),
         costs,
         rows,
     })
