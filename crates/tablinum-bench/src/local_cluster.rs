@@ -154,6 +154,8 @@ impl LocalCluster {
             // Its credentials entry goes beside its data, not into the
             // user's credentials file.
             .env("XDG_CONFIG_HOME", data.join(".config"))
+            // Exits by itself if this harness dies (killed, Ctrl-C).
+            .env(tablinum_server::EXIT_WITH_PARENT_ENV, "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

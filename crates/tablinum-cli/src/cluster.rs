@@ -15,6 +15,7 @@ use tablinum_client::{
     CLUSTER_ADDR_DEFAULT,
 };
 use tablinum_server::config::{MANAGER_HTTP_DEFAULT, MANAGER_LISTEN_DEFAULT};
+use tablinum_server::EXIT_WITH_PARENT_ENV;
 use tablinum_stream::window::WindowMode;
 
 /// `writeln!` to standard output, returning its error (a closed pipe among
@@ -227,11 +228,34 @@ where
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
+            _ = parent_gone() => {}
         }
         tracing::info!("shutting down: closing tablets");
         running.shutdown().await;
         Ok(())
     })
+}
+
+/// How often such a process looks at its parent, ms.
+const PARENT_POLL_MS: u64 = 250;
+
+/// Resolves once this process's parent has exited (it was re-parented), if
+/// [`EXIT_WITH_PARENT_ENV`] is set; otherwise never.
+async fn parent_gone() {
+    if std::env::var_os(EXIT_WITH_PARENT_ENV).is_none() {
+        return std::future::pending().await;
+    }
+    let parent = std::os::unix::process::parent_id();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(PARENT_POLL_MS)).await;
+        if std::os::unix::process::parent_id() != parent {
+            tracing::warn!(
+                parent,
+                "the process that started this one exited ({EXIT_WITH_PARENT_ENV} is set)"
+            );
+            return;
+        }
+    }
 }
 
 fn connect(c: &ClusterArg) -> anyhow::Result<Client> {

@@ -664,3 +664,48 @@ fn the_cli_speaks_tls_to_a_tls_cluster() {
     assert!(!ok, "a plaintext CLI was served");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_cluster_started_with_exit_with_parent_stops_when_its_parent_dies() {
+    // A shell starts `tablinum up` in the background (as the benchmark
+    // harness does, with the variable set), prints its pid, and waits; the
+    // shell is then SIGKILLed, as a harness killed by a signal would be.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let script = format!(
+        "{bin} up --data {data} --listen 127.0.0.1:0 --http 127.0.0.1:0 --sservers 0 \
+         >/dev/null 2>&1 & echo $!; wait",
+        bin = common::BIN,
+        data = data.display()
+    );
+    let mut shell = Command::new("sh")
+        .args(["-c", &script])
+        .env(tablinum_server::EXIT_WITH_PARENT_ENV, "1")
+        .env("XDG_CONFIG_HOME", dir.path().join(".config"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(shell.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: u32 = line.trim().parse().unwrap();
+    // Killed however the test ends.
+    let mut shell = Procs(vec![shell]);
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    // Up and serving: it wrote its manager's store.
+    wait_until("the cluster to start", Duration::from_secs(30), || {
+        data.join("manager").exists()
+    });
+    shell.0[0].kill().unwrap();
+    shell.0[0].wait().unwrap();
+    wait_until(
+        "the orphaned cluster to exit",
+        Duration::from_secs(15),
+        || {
+            // Gone, or a zombie waiting for init to reap it.
+            std::fs::read_to_string(proc_dir.join("stat"))
+                .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
+        },
+    );
+}

@@ -36,6 +36,13 @@ use tonic::Status;
 
 pub use config::{ConfigFile, ManagerConfig, SserverConfig, TserverConfig};
 
+/// Set (to anything) in the environment of a server process that must not
+/// outlive the process that started it: the benchmark harness sets it for
+/// the clusters and scan servers it starts, so a harness killed by a signal
+/// (or Ctrl-C) leaves nothing running. The `tablinum` binary's roles check
+/// their parent every 250 ms and shut down cleanly once it is gone.
+pub const EXIT_WITH_PARENT_ENV: &str = "TABLINUM_EXIT_WITH_PARENT";
+
 /// The gRPC status for an engine error.
 pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
     use tablinum_engine::Error as E;

@@ -308,6 +308,8 @@ impl SserverChild {
             .arg("sserver")
             .arg("--config")
             .arg(&config)
+            // Exits by itself if this harness dies (killed, Ctrl-C).
+            .env(tablinum_server::EXIT_WITH_PARENT_ENV, "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
