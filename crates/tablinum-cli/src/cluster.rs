@@ -116,7 +116,10 @@ pub fn up(
         move |r| {
             let creds = remember_admin_token(&token_file, &r.grpc.to_string())?;
             let scheme = if tls { "https" } else { "http" };
-            out!("tablinum up: cluster ready (manager + tablet server in one process)");
+            out!(
+                "tablinum {} up: cluster ready (manager + tablet server in one process)",
+                tablinum_server::VERSION
+            );
             out!("  grpc     {}", r.grpc);
             out!("  status   {scheme}://{}/", r.http);
             out!("  metrics  {scheme}://{}/metrics", r.http);
@@ -166,7 +169,10 @@ pub fn sserver(config: PathBuf) -> anyhow::Result<()> {
     run_roles(
         move || async move { tablinum_server::start_sserver(s).await },
         move |r| {
-            out!("tablinum sserver: ready (group {group})");
+            out!(
+                "tablinum {} sserver: ready (group {group})",
+                tablinum_server::VERSION
+            );
             out!("  grpc     {}", r.grpc);
             out!("  status   http://{}/", r.http);
             out!("  metrics  http://{}/metrics", r.http);
@@ -193,7 +199,7 @@ pub fn role(config: PathBuf, manager: bool) -> anyhow::Result<()> {
     run_roles(
         move || async move { tablinum_server::start(m, t).await },
         |r| {
-            out!("tablinum {what}: ready");
+            out!("tablinum {} {what}: ready", tablinum_server::VERSION);
             out!("  grpc     {}", r.grpc);
             out!("  status   http://{}/", r.http);
             out!("  metrics  http://{}/metrics", r.http);

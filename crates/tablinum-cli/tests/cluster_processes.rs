@@ -709,3 +709,38 @@ fn a_cluster_started_with_exit_with_parent_stops_when_its_parent_dies() {
         },
     );
 }
+
+#[test]
+fn the_binary_and_its_banners_say_their_version() {
+    let o = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("tablinum {}", tablinum_server::VERSION)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Command::new(BIN)
+        .args(["up", "--data"])
+        .arg(dir.path().join("data"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--sservers",
+            "0",
+        ])
+        .env("XDG_CONFIG_HOME", dir.path().join(".config"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(up.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _procs = Procs(vec![up]);
+    assert!(
+        line.starts_with(&format!("tablinum {} up:", tablinum_server::VERSION)),
+        "{line}"
+    );
+}

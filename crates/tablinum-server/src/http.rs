@@ -206,6 +206,12 @@ impl Node {
     /// The Prometheus text exposition of this node.
     pub fn metrics(&self) -> String {
         let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# HELP tablinum_build_info The running tablinum's version.\n\
+             # TYPE tablinum_build_info gauge\ntablinum_build_info{{version=\"{}\"}} 1",
+            crate::VERSION
+        );
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         };
@@ -475,8 +481,9 @@ impl Node {
         let mut h = format!(
             "<!doctype html><html><head><meta charset=\"utf-8\">\
              <meta http-equiv=\"refresh\" content=\"{}\"><title>tablinum</title><style>{PAGE_CSS}</style>\
-             </head><body><h1>tablinum</h1>",
-            RATE_SAMPLE_INTERVAL_MS / 1000
+             </head><body><h1>tablinum <small>{}</small></h1>",
+            RATE_SAMPLE_INTERVAL_MS / 1000,
+            crate::VERSION
         );
         let rates = self.rates.lock();
         if let Some(m) = &self.manager {

@@ -36,6 +36,9 @@ use tonic::Status;
 
 pub use config::{ConfigFile, ManagerConfig, SserverConfig, TserverConfig};
 
+/// This build's version (the workspace's package version).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Set (to anything) in the environment of a server process that must not
 /// outlive the process that started it: the benchmark harness sets it for
 /// the clusters and scan servers it starts, so a harness killed by a signal

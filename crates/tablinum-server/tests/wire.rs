@@ -690,6 +690,13 @@ fn status_page_and_metrics_are_served_over_http() {
     assert!(m.starts_with("HTTP/1.1 200"), "{m}");
     assert!(!m.contains(c.admin.expose()) && !m.contains(common::TEST_SECRET));
     assert!(m.contains("tablinum_manager_tables 1"), "{m}");
+    assert!(
+        m.contains(&format!(
+            "tablinum_build_info{{version=\"{}\"}} 1",
+            tablinum_server::VERSION
+        )),
+        "{m}"
+    );
     assert!(m.contains("tablinum_manager_live_servers 1"), "{m}");
     assert!(m.contains("tablinum_tserver_rows_written_total 10"), "{m}");
     // Binary split keys show as the CLI shows them (hex), not raw bytes.
@@ -706,6 +713,7 @@ fn status_page_and_metrics_are_served_over_http() {
     assert!(p.contains("<code>0xff007f</code>"), "{p}");
     assert!(!p.contains('\u{fffd}'), "{p}");
     assert!(p.contains("http-equiv=\"refresh\""), "{p}");
+    assert!(p.contains(tablinum_server::VERSION), "{p}");
     assert!(
         p.contains("rows/s written") && p.contains("compaction debt"),
         "{p}"
