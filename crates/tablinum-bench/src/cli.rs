@@ -56,6 +56,10 @@ pub enum BenchCommand {
         /// No progress bar and no status lines on stderr.
         #[arg(long)]
         quiet: bool,
+        /// Run for this many seconds instead of the workload's `duration_s`
+        /// (its `op_count`, if any, still stops the run earlier).
+        #[arg(long)]
+        duration_s: Option<f64>,
     },
     /// Compare runs: per op throughput and p99 ratios against the first
     /// (baseline) group, with 3-sigma significance for repeated runs.
@@ -88,8 +92,15 @@ pub fn execute(cmd: BenchCommand) -> Result<(), BenchError> {
             cache_bytes,
             keep_data,
             quiet,
+            duration_s,
         } => {
-            let workload = Workload::load(&workload)?;
+            let mut w = Workload::load(&workload)?;
+            if let Some(d) = duration_s {
+                w.duration_s = Some(d);
+                // The override is checked like the file's own value.
+                w.validate(Path::new("--duration-s"))?;
+            }
+            let workload = w;
             let summary = run_command(
                 &workload,
                 &target,

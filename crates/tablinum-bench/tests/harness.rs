@@ -361,7 +361,7 @@ fn tablinum_target_runs_through_the_cli_and_cleans_up() {
     let wl = root.path().join("w.toml");
     std::fs::write(
         &wl,
-        "duration_s = 1\nconcurrent = 2\nreport_interval_s = 0.5\nseed = 5\npreload_keys = 200\nkeys = 400\nvalue_size_bytes = 4096\nscan_limit_rows = 20\n[operations]\nget = 2\nhead = 1\nput = 2\nupdate = 1\ndelete = 1\nscan = 1\n",
+        "duration_s = 30\nconcurrent = 2\nreport_interval_s = 0.5\nseed = 5\npreload_keys = 200\nkeys = 400\nvalue_size_bytes = 4096\nscan_limit_rows = 20\n[operations]\nget = 2\nhead = 1\nput = 2\nupdate = 1\ndelete = 1\nscan = 1\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let out = root.path().join("out");
@@ -375,9 +375,13 @@ fn tablinum_target_runs_through_the_cli_and_cleans_up() {
         cache_bytes: 8 << 20,
         keep_data: false,
         quiet: true,
+        // The file says 30 s; the flag wins, and is recorded.
+        duration_s: Some(1.0),
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let j = json(&out.join("summary.json"));
+    assert_eq!(j["workload"]["duration_s"], 1.0, "{j}");
+    assert!(j["elapsed_s"].as_f64().is_some_and(|s| s < 10.0), "{j}");
     assert_eq!(j["target"], "tablinum");
     assert_eq!(j["failed"], 0, "{j}");
     assert!(j["total"].as_u64().is_some_and(|t| t > 0));
@@ -396,9 +400,31 @@ fn tablinum_target_runs_through_the_cli_and_cleans_up() {
         cache_bytes: 8 << 20,
         keep_data: true,
         quiet: true,
+        duration_s: Some(1.0),
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.join("data").is_dir());
+    // A bad --duration-s is refused before anything runs, naming it.
+    let e = execute(BenchCommand::Run {
+        workload: wl.clone(),
+        target: "tablinum".into(),
+        out: root.path().join("never"),
+        dir: None,
+        sync: false,
+        nosync: false,
+        cache_bytes: 8 << 20,
+        keep_data: false,
+        quiet: true,
+        duration_s: Some(-1.0),
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("--duration-s") && e.contains("duration_s"),
+        "{e}"
+    );
+    assert!(!root.path().join("never").exists());
     let cfg = TargetConfig {
         dir: root.path().join("x"),
         sync: false,
