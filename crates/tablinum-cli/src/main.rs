@@ -5,13 +5,30 @@
 //! benchmark harness (no plotters, indicatif or HDR histograms) and
 //! `tablinum bench` fails naming the feature.
 
-mod cluster;
+mod exit;
+mod output;
+mod remote;
+mod repl;
+mod roles;
 mod shell;
+mod transfer;
+mod verbs;
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use remote::ClusterArg;
+use verbs::{Outcome, Verb};
+
+/// A cluster command's arguments with where the cluster is.
+#[derive(Debug, Args)]
+struct Remote<T: Args> {
+    #[command(flatten)]
+    cluster: ClusterArg,
+    #[command(flatten)]
+    args: T,
+}
 
 /// tablinum: a sorted key/value store for large values and scan-heavy reads.
 #[derive(Debug, Parser)]
@@ -30,10 +47,10 @@ enum Command {
         #[arg(long, default_value = "tablinum-data")]
         data: PathBuf,
         /// gRPC address.
-        #[arg(long, default_value = cluster::UP_LISTEN_DEFAULT)]
+        #[arg(long, default_value = roles::UP_LISTEN_DEFAULT)]
         listen: String,
         /// HTTP address of the status page and /metrics.
-        #[arg(long, default_value = cluster::UP_HTTP_DEFAULT)]
+        #[arg(long, default_value = roles::UP_HTTP_DEFAULT)]
         http: String,
         /// Speak TLS only, with a certificate for localhost signed by a CA
         /// of its own (made at the first start in DIR/tls; clients pass
@@ -66,96 +83,63 @@ enum Command {
     /// Create, drop, list tables; show a table's tablets.
     Table {
         #[command(flatten)]
-        cluster: cluster::ClusterArg,
+        cluster: ClusterArg,
         #[command(subcommand)]
-        cmd: cluster::TableCommand,
+        cmd: verbs::TableCommand,
     },
-    /// Put one object: `tablinum put TABLE KEY VALUE`.
-    Put {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        /// Table name.
-        table: String,
-        /// Key.
-        key: String,
-        /// Value.
-        value: String,
-    },
-    /// Get one object's value: `tablinum get TABLE KEY` (exit 1 when absent).
-    Get {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        /// Table name.
-        table: String,
-        /// Key.
-        key: String,
-        #[command(flatten)]
-        read: cluster::PointArgs,
-    },
-    /// Show one object's metadata without reading its value: `tablinum
-    /// head TABLE KEY` (exit 1 when absent).
-    Head {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        /// Table name.
-        table: String,
-        /// Key.
-        key: String,
-        #[command(flatten)]
-        read: cluster::PointArgs,
-    },
+    /// Put one object: `tablinum put TABLE KEY [VALUE]`; the value comes
+    /// from VALUE, --file, or standard input.
+    Put(Remote<verbs::PutArgs>),
+    /// Get one object's value as raw bytes (exit 1 when absent).
+    Get(Remote<verbs::GetArgs>),
+    /// Show one object's metadata without reading its value (exit 1 when
+    /// absent).
+    Head(Remote<verbs::HeadArgs>),
     /// Delete one object: `tablinum delete TABLE KEY`.
-    Delete {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        /// Table name.
-        table: String,
-        /// Key.
-        key: String,
-    },
+    Delete(Remote<verbs::KeyArgs>),
     /// Flush every tablet of a table (memtables to files, which publishes
-    /// them): `tablinum flush TABLE`.
-    Flush {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        /// Table name.
-        table: String,
-    },
+    /// them to scan servers).
+    Flush(Remote<verbs::TableArg>),
     /// Scan a table (or one of its secondary indexes) across all tablets in
     /// key order with flow-controlled streams.
-    Scan {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-        #[command(flatten)]
-        args: cluster::ScanArgs,
-    },
+    Scan(Remote<verbs::ScanArgs>),
     /// Live servers, tables and unassigned tablets.
-    Status {
-        #[command(flatten)]
-        cluster: cluster::ClusterArg,
-    },
+    Status(Remote<output::OutputArg>),
     /// Create, list and revoke client tokens (admin).
     Token {
         #[command(flatten)]
-        cluster: cluster::ClusterArg,
+        cluster: ClusterArg,
         #[command(subcommand)]
-        cmd: cluster::TokenCommand,
+        cmd: verbs::TokenCommand,
     },
-    /// Open an embedded store and read commands (put, get, head, delete,
-    /// scan, index, stats, verify, flush, compact, gc) from standard input.
+    /// Load objects from a JSON-lines or CSV file (checked whole before
+    /// anything is written; batched; progress on stderr).
+    Import(Remote<transfer::ImportArgs>),
+    /// Write a table's objects (or a key range) as JSON lines or CSV.
+    Export(Remote<transfer::ExportArgs>),
+    /// An interactive shell on the cluster (line editing, history,
+    /// completion; the same verbs as the one-shot commands). With --local
+    /// or --data: the engine shell on a local store instead.
     Shell {
-        /// Store directory (created if missing).
-        #[arg(long, default_value = "tablinum-data")]
-        data: PathBuf,
-        /// Acknowledge writes before fsync (fsync on segment roll and close).
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// Open a local engine store instead of talking to a cluster.
+        #[arg(long)]
+        local: bool,
+        /// The local store's directory (created if missing; implies
+        /// --local).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Local store: acknowledge writes before fsync (fsync on segment
+        /// roll and close).
         #[arg(long)]
         nosync: bool,
     },
-    /// Run one shell command against an embedded store and exit, e.g.
-    /// `tablinum kv --data DIR put k v`.
+    /// Run one engine-shell command against a local store and exit, e.g.
+    /// `tablinum kv put k v` (exit 1 when a key is absent).
     Kv {
         /// Store directory (created if missing).
-        #[arg(long, default_value = "tablinum-data")]
+        #[arg(long, default_value = shell::LOCAL_DATA_DEFAULT)]
         data: PathBuf,
         /// Acknowledge writes before fsync.
         #[arg(long)]
@@ -163,6 +147,11 @@ enum Command {
         /// The command and its arguments.
         #[arg(required = true, num_args = 1..)]
         words: Vec<String>,
+    },
+    /// Print a completion script: `tablinum completion bash > /etc/bash_completion.d/tablinum`.
+    Completion {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
     },
     /// A Jepsen-style test: a manager and tablet servers as processes,
     /// concurrent clients, a nemesis (kills, pauses), a linearizability
@@ -213,21 +202,38 @@ const NO_BENCH: &str = "`tablinum bench` is not in this build: tablinum-cli was 
     `--no-default-features` leaves it out)";
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // Usage errors exit 2, help and --version 0 (clap's codes).
+        Err(e) => e.exit(),
+    };
     init_logging();
-    if let Err(e) = run(cli) {
-        // A closed output pipe (`tablinum status | head`) is not a failure.
-        if e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        }) {
-            std::process::exit(0);
-        }
-        eprintln!("error: {e:#}");
-        std::process::exit(2);
-    }
+    let code = match run(cli) {
+        Ok(Outcome::Done) => exit::Code::Ok,
+        Ok(Outcome::NotFound) => exit::Code::NotFound,
+        Err((e, cluster)) => report(&e, cluster.as_deref()),
+    };
+    std::process::exit(code as i32);
 }
 
+/// Prints an error (and a hint when one helps) and returns its exit code.
+/// A closed output pipe (`tablinum scan t | head`) is not a failure.
+fn report(e: &anyhow::Error, cluster: Option<&str>) -> exit::Code {
+    if e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return exit::Code::Ok;
+    }
+    let (code, hint) = exit::classify(e, cluster);
+    // `{:#}` prints the causes on one line and never a backtrace, even
+    // with RUST_BACKTRACE set: a user error is not a crash.
+    eprintln!("error: {e:#}");
+    if let Some(h) = hint {
+        eprintln!("hint: {h}");
+    }
+    code
+}
 /// Logs go to standard error through `tracing`: level from `RUST_LOG`
 /// (default `info`), JSON lines when `TABLINUM_LOG_FORMAT=json`.
 fn init_logging() {
@@ -243,14 +249,59 @@ fn init_logging() {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Shell { data, nosync } => {
+/// The error of a command and the cluster address it used, if any.
+type Failure = (anyhow::Error, Option<String>);
+
+fn run(cli: Cli) -> Result<Outcome, Failure> {
+    let (cluster, verb) = match cli.command {
+        Command::Table { cluster, cmd } => (cluster, Verb::Table(cmd)),
+        Command::Put(r) => (r.cluster, Verb::Put(r.args)),
+        Command::Get(r) => (r.cluster, Verb::Get(r.args)),
+        Command::Head(r) => (r.cluster, Verb::Head(r.args)),
+        Command::Delete(r) => (r.cluster, Verb::Delete(r.args)),
+        Command::Flush(r) => (r.cluster, Verb::Flush(r.args)),
+        Command::Scan(r) => (r.cluster, Verb::Scan(r.args)),
+        Command::Status(r) => (r.cluster, Verb::Status(r.args)),
+        Command::Token { cluster, cmd } => (cluster, Verb::Token(cmd)),
+        Command::Import(r) => (r.cluster, Verb::Import(r.args)),
+        Command::Export(r) => (r.cluster, Verb::Export(r.args)),
+        Command::Shell {
+            cluster,
+            local,
+            data,
+            nosync,
+        } if !local && data.is_none() => {
+            if nosync {
+                return Err((
+                    anyhow::Error::new(exit::Usage(
+                        "--nosync applies to the local engine shell (--local)".into(),
+                    )),
+                    None,
+                ));
+            }
+            let remote = cluster.resolve().map_err(|e| (e, None))?;
+            let addr = remote.cluster.clone();
+            return repl::run(verbs::Session::new(remote, true))
+                .map(|()| Outcome::Done)
+                .map_err(|e| (e, Some(addr)));
+        }
+        other => return run_local(other).map_err(|e| (e, None)),
+    };
+    let remote = cluster.resolve().map_err(|e| (e, None))?;
+    let addr = remote.cluster.clone();
+    let mut session = verbs::Session::new(remote, false);
+    verbs::run(&mut session, verb).map_err(|e| (e, Some(addr)))
+}
+
+/// The commands that do not talk to a cluster as a client.
+fn run_local(command: Command) -> anyhow::Result<Outcome> {
+    match command {
+        Command::Shell { data, nosync, .. } => {
+            let data = data.unwrap_or_else(|| PathBuf::from(shell::LOCAL_DATA_DEFAULT));
             let store = shell::open(&data, nosync)?;
-            let stdin = std::io::stdin();
-            let mut out = std::io::stdout();
-            shell::repl(&store, stdin.lock(), &mut out)?;
+            let res = repl::run_local(&store, &data);
             store.close().context("closing the store")?;
+            res?;
         }
         Command::Kv {
             data,
@@ -259,11 +310,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let store = shell::open(&data, nosync)?;
             let mut out = std::io::stdout();
-            let ok = shell::execute_line(&store, &words.join(" "), &mut out)?;
+            let outcome = shell::execute_words(&store, &words, &mut out)?;
             store.close().context("closing the store")?;
-            if !ok {
-                std::process::exit(1);
-            }
+            return Ok(outcome);
+        }
+        Command::Completion { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "tablinum",
+                &mut std::io::stdout(),
+            );
         }
         #[cfg(feature = "bench")]
         Command::Bench(cmd) => tablinum_bench::cli::execute(cmd)?,
@@ -308,46 +365,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             http,
             tls,
             sservers,
-        } => cluster::up(data, listen, http, tls, sservers)?,
-        Command::Manager { config } => cluster::role(config, true)?,
-        Command::Tserver { config } => cluster::role(config, false)?,
-        Command::Sserver { config } => cluster::sserver(config)?,
-        Command::Table { cluster, cmd } => cluster::table(&cluster, cmd)?,
-        Command::Token { cluster, cmd } => cluster::token(&cluster, cmd)?,
-        Command::Put {
-            cluster,
-            table,
-            key,
-            value,
-        } => cluster::put(&cluster, &table, &key, &value)?,
-        Command::Get {
-            cluster,
-            table,
-            key,
-            read,
-        } => {
-            if !cluster::get(&cluster, &table, &key, &read)? {
-                std::process::exit(1);
-            }
-        }
-        Command::Head {
-            cluster,
-            table,
-            key,
-            read,
-        } => {
-            if !cluster::head(&cluster, &table, &key, &read)? {
-                std::process::exit(1);
-            }
-        }
-        Command::Delete {
-            cluster,
-            table,
-            key,
-        } => cluster::delete(&cluster, &table, &key)?,
-        Command::Flush { cluster, table } => cluster::flush(&cluster, &table)?,
-        Command::Scan { cluster, args } => cluster::scan(&cluster, args)?,
-        Command::Status { cluster } => cluster::status(&cluster)?,
+        } => roles::up(data, listen, http, tls, sservers)?,
+        Command::Manager { config } => roles::role(config, true)?,
+        Command::Tserver { config } => roles::role(config, false)?,
+        Command::Sserver { config } => roles::sserver(config)?,
+        Command::Table { .. }
+        | Command::Put(_)
+        | Command::Get(_)
+        | Command::Head(_)
+        | Command::Delete(_)
+        | Command::Flush(_)
+        | Command::Scan(_)
+        | Command::Status(_)
+        | Command::Token { .. }
+        | Command::Import(_)
+        | Command::Export(_) => unreachable!("cluster commands are run by `run`"),
     }
-    Ok(())
+    Ok(Outcome::Done)
 }

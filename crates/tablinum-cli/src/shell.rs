@@ -1,20 +1,35 @@
-//! The embedded engine shell: a line protocol over a local store.
+//! The local engine shell: a line protocol over a store in a local
+//! directory (`tablinum shell --local`, `tablinum kv`).
 //!
-//! Owns parsing shell lines and printing results. Every command maps to one
-//! public engine call; the shell never reaches into engine internals and
-//! never panics on bad input (it prints the error and goes on).
+//! Owns parsing shell lines and printing results, in the cluster CLI's
+//! formats (values raw, rows `key<TAB>value` through [`crate::output`],
+//! "not found" on stderr with [`Outcome::NotFound`]). Every command maps to
+//! one public engine call; the shell never reaches into engine internals
+//! and never panics on bad input. Its default directory is its own
+//! ([`LOCAL_DATA_DEFAULT`]), never the cluster's.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 
 use anyhow::Context;
 use tablinum_engine::{Durability, Options, PutOptions, Store};
 
+use crate::exit::usage;
+use crate::output::{text_field, Field};
+use crate::verbs::Outcome;
+
+/// The local store's directory by default (`tablinum up` uses
+/// `tablinum-data`; the two never share one).
+pub const LOCAL_DATA_DEFAULT: &str = "tablinum-local";
 /// Rows `scan` prints when no limit is given.
 const SCAN_ROWS_DEFAULT: usize = 20;
-/// Bytes of a value printed before it is elided.
-const VALUE_PRINT_BYTES_MAX: usize = 200;
+
+/// The shell's commands, for `help` and completion.
+pub const COMMANDS: &[&str] = &[
+    "put", "get", "head", "delete", "scan", "index", "stats", "verify", "flush", "compact", "gc",
+    "help", "quit",
+];
 
 const HELP: &str = "commands:
   put KEY VALUE [meta=M] [idx=NAME:TERM ...]   write (terms replace the old ones)
@@ -39,47 +54,30 @@ pub fn open(dir: &Path, nosync: bool) -> anyhow::Result<Store> {
     Store::open(dir, opts).with_context(|| format!("opening store {}", dir.display()))
 }
 
-fn show(v: &[u8]) -> String {
-    let s = String::from_utf8_lossy(&v[..v.len().min(VALUE_PRINT_BYTES_MAX)]).to_string();
-    if v.len() > VALUE_PRINT_BYTES_MAX {
-        format!("{s}... ({} bytes)", v.len())
-    } else {
-        s
-    }
+/// Executes one command given as words (`tablinum kv`).
+pub fn execute_words(
+    store: &Store,
+    words: &[String],
+    out: &mut impl Write,
+) -> anyhow::Result<Outcome> {
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    run(store, &words, out)
 }
 
-/// Reads lines until EOF or `quit`, executing each.
-pub fn repl(store: &Store, input: impl BufRead, out: &mut impl Write) -> anyhow::Result<()> {
-    writeln!(out, "tablinum shell; type help")?;
-    for line in input.lines() {
-        let line = line?;
-        if matches!(line.trim(), "quit" | "exit") {
-            break;
-        }
-        execute_line(store, &line, out)?;
-    }
-    Ok(())
-}
-
-/// Executes one line; returns false when the command failed (the error is
-/// printed).
-pub fn execute_line(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<bool> {
-    match run(store, line, out) {
-        Ok(()) => Ok(true),
-        Err(e) => {
-            writeln!(out, "error: {e:#}")?;
-            Ok(false)
-        }
-    }
-}
-
-fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
+/// Executes one line of the shell.
+pub fn execute_line(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<Outcome> {
     let words: Vec<&str> = line.split_whitespace().collect();
+    run(store, &words, out)
+}
+
+fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Outcome> {
     let Some((&cmd, args)) = words.split_first() else {
-        return Ok(());
+        return Ok(Outcome::Done);
     };
     let need = |n: usize| -> anyhow::Result<()> {
-        anyhow::ensure!(args.len() >= n, "`{cmd}` needs {n} argument(s); type help");
+        if args.len() < n {
+            usage!("`{cmd}` needs {n} argument(s); type help");
+        }
         Ok(())
     };
     match cmd {
@@ -91,11 +89,13 @@ fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
                 if let Some(m) = extra.strip_prefix("meta=") {
                     opts.metadata = m.as_bytes().to_vec();
                 } else if let Some(t) = extra.strip_prefix("idx=") {
-                    let (n, v) = t.split_once(':').context("idx= takes NAME:TERM")?;
+                    let Some((n, v)) = t.split_once(':') else {
+                        usage!("idx= takes NAME:TERM");
+                    };
                     opts.index_terms
                         .push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
                 } else {
-                    anyhow::bail!("unknown put option `{extra}` (meta=M or idx=NAME:TERM)");
+                    usage!("unknown put option `{extra}` (meta=M or idx=NAME:TERM)");
                 }
             }
             let seq = store.put_with(args[0].as_bytes(), args[1].as_bytes(), &opts)?;
@@ -104,27 +104,31 @@ fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
         "get" => {
             need(1)?;
             match store.get(args[0].as_bytes())? {
-                Some(v) => writeln!(out, "{}", show(&v))?,
-                None => writeln!(out, "(not found)")?,
+                Some(v) => {
+                    out.write_all(&v)?;
+                    writeln!(out)?;
+                }
+                None => return not_found(args[0]),
             }
         }
         "head" => {
             need(1)?;
             match store.head(args[0].as_bytes())? {
-                Some(h) => writeln!(
-                    out,
-                    "seq={} value_len={} value_hash={:016x} meta={} terms={}",
-                    h.seq,
-                    h.value_len,
-                    h.value_hash,
-                    show(&h.metadata),
-                    h.index_terms
-                        .iter()
-                        .map(|(n, t)| format!("{}:{}", show(n), show(t)))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                )?,
-                None => writeln!(out, "(not found)")?,
+                Some(h) => {
+                    writeln!(out, "seq={}", h.seq)?;
+                    writeln!(out, "value_len={}", h.value_len)?;
+                    writeln!(out, "value_hash={:016x}", h.value_hash)?;
+                    writeln!(out, "metadata={}", text_field(Field::Bytes(&h.metadata)))?;
+                    for (n, t) in &h.index_terms {
+                        writeln!(
+                            out,
+                            "index {}={}",
+                            text_field(Field::Bytes(n)),
+                            text_field(Field::Bytes(t))
+                        )?;
+                    }
+                }
+                None => return not_found(args[0]),
             }
         }
         "delete" | "del" => {
@@ -135,19 +139,30 @@ fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
         "scan" => {
             let start = args.first().map(|s| s.as_bytes());
             let limit = match args.get(1) {
-                Some(l) => l.parse().context("LIMIT must be a number")?,
+                Some(l) => match l.parse() {
+                    Ok(n) => n,
+                    Err(_) => usage!("LIMIT must be a number, not `{l}`"),
+                },
                 None => SCAN_ROWS_DEFAULT,
             };
             let lo = start.map_or(Bound::Unbounded, Bound::Included);
             for row in store.scan_objects((lo, Bound::Unbounded))?.take(limit) {
                 let (k, v) = row?;
-                writeln!(out, "{} = {}", show(&k), show(&v))?;
+                writeln!(
+                    out,
+                    "{}\t{}",
+                    text_field(Field::Bytes(&k)),
+                    text_field(Field::Bytes(&v))
+                )?;
             }
         }
         "index" => {
             need(3)?;
             let limit = match args.get(3) {
-                Some(l) => l.parse().context("LIMIT must be a number")?,
+                Some(l) => match l.parse() {
+                    Ok(n) => n,
+                    Err(_) => usage!("LIMIT must be a number, not `{l}`"),
+                },
                 None => SCAN_ROWS_DEFAULT,
             };
             let hits = store.index_query(
@@ -162,14 +177,49 @@ fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
             for h in hits {
                 writeln!(
                     out,
-                    "{} -> {}",
-                    show(&h.term.unwrap_or_default()),
-                    show(&h.key)
+                    "{}\t{}",
+                    text_field(Field::Bytes(&h.term.unwrap_or_default())),
+                    text_field(Field::Bytes(&h.key))
                 )?;
             }
         }
-        "stats" => writeln!(out, "{:#?}", store.stats())?,
-        "verify" => writeln!(out, "{:?}", store.verify()?)?,
+        "stats" => {
+            let s = store.stats();
+            let lines: [(&str, String); 15] = [
+                ("last_seq", s.last_seq.to_string()),
+                ("persisted_seq", s.persisted_seq.to_string()),
+                ("tables_per_level", join(&s.tables_per_level)),
+                ("bytes_per_level", join(&s.bytes_per_level)),
+                ("journal_segments", s.journal_segments.to_string()),
+                ("immutable_memtables", s.immutable_memtables.to_string()),
+                ("compaction_debt_bytes", s.compaction_debt_bytes.to_string()),
+                ("flushes", s.flushes.to_string()),
+                ("compactions", s.compactions.to_string()),
+                ("journal_compactions", s.journal_compactions.to_string()),
+                (
+                    "journal_bytes_reclaimed",
+                    s.journal_bytes_reclaimed.to_string(),
+                ),
+                ("stall_ms", s.stall_ms.to_string()),
+                ("background_retries", s.background_retries.to_string()),
+                (
+                    "background_failing",
+                    s.background_failing.unwrap_or_else(|| "-".into()),
+                ),
+                ("deletions_deferred", s.deletions_deferred.to_string()),
+            ];
+            for (k, v) in lines {
+                writeln!(out, "{k}\t{v}")?;
+            }
+        }
+        "verify" => {
+            let r = store.verify()?;
+            writeln!(
+                out,
+                "ok: {} tables, {} entries, {} journal segments, {} records checked",
+                r.tables, r.entries, r.segments, r.records
+            )?;
+        }
         "flush" => {
             store.flush()?;
             writeln!(out, "ok")?;
@@ -178,8 +228,32 @@ fn run(store: &Store, line: &str, out: &mut impl Write) -> anyhow::Result<()> {
             store.compact_ledger()?;
             writeln!(out, "ok")?;
         }
-        "gc" => writeln!(out, "{:?}", store.compact_journal()?)?,
-        other => anyhow::bail!("unknown command `{other}`; type help"),
+        "gc" => {
+            let r = store.compact_journal()?;
+            writeln!(
+                out,
+                "ok: {} segments compacted, {} records relocated, {} dropped, {} -> {} bytes",
+                r.segments_compacted.len(),
+                r.records_relocated,
+                r.records_dropped,
+                r.bytes_before,
+                r.bytes_after
+            )?;
+        }
+        other => usage!("unknown command `{other}`; type help"),
     }
-    Ok(())
+    Ok(Outcome::Done)
+}
+
+fn not_found(key: &str) -> anyhow::Result<Outcome> {
+    eprintln!("not found: {key}");
+    Ok(Outcome::NotFound)
+}
+
+/// `1,2,3`.
+fn join<T: ToString>(v: &[T]) -> String {
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use tablinum_client::{Credential, Durability, Query, Split};
 
 mod common;
 
-use common::{client_as, spawn_role, start_processes, wait_until, Procs, BIN};
+use common::{client_as, spawn_role, spawn_up, start_processes, wait_until, Procs, BIN};
 
 /// Runs the CLI with `home` as its XDG_CONFIG_HOME (where the credentials
 /// file lives) and no TABLINUM_TOKEN.
@@ -129,7 +129,7 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
     assert!(!ok && err.contains("permission denied"), "{err}");
     let (ok, _, err) = as_reader(&["delete", "clitab", "hello"]);
     assert!(!ok && err.contains("permission denied"), "{err}");
-    let (ok, _, err) = as_reader(&["table", "drop", "clitab"]);
+    let (ok, _, err) = as_reader(&["table", "drop", "clitab", "--yes"]);
     assert!(!ok && err.contains("admin token"), "{err}");
     let (ok, out, _) = admin_cli(&["token", "list"]);
     let id = Credential::parse(&token)
@@ -257,45 +257,6 @@ fn killing_a_tablet_server_loses_no_acknowledged_write() {
         acked_at_kill,
         failed.len()
     );
-}
-
-/// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
-/// returns it with its gRPC and HTTP addresses.
-fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
-    let mut child = Command::new(BIN)
-        .args([
-            "up",
-            "--listen",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--data",
-        ])
-        .arg(data)
-        .env("XDG_CONFIG_HOME", home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut grpc = None;
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let l = line.trim();
-            if let Some(a) = l.strip_prefix("grpc") {
-                grpc = Some(a.trim().to_string());
-            }
-            if let Some(a) = l.strip_prefix("status") {
-                let http = a.trim().trim_start_matches("http://").trim_end_matches('/');
-                let _ = tx.send((grpc.clone().unwrap_or_default(), http.to_string()));
-            }
-        }
-    });
-    let (grpc, http) = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("tablinum up did not print its endpoints");
-    (child, grpc, http)
 }
 
 #[test]

@@ -49,6 +49,45 @@ pub fn spawn_role(role: &str, config: &Path) -> (Child, String) {
     (child, addr)
 }
 
+/// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
+/// returns it with its gRPC and HTTP addresses.
+pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
+    let mut child = Command::new(BIN)
+        .args([
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--data",
+        ])
+        .arg(data)
+        .env("XDG_CONFIG_HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut grpc = None;
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let l = line.trim();
+            if let Some(a) = l.strip_prefix("grpc") {
+                grpc = Some(a.trim().to_string());
+            }
+            if let Some(a) = l.strip_prefix("status") {
+                let http = a.trim().trim_start_matches("http://").trim_end_matches('/');
+                let _ = tx.send((grpc.clone().unwrap_or_default(), http.to_string()));
+            }
+        }
+    });
+    let (grpc, http) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("tablinum up did not print its endpoints");
+    (child, grpc, http)
+}
+
 pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {

@@ -1,0 +1,195 @@
+//! The server roles of the binary: `up` (the embedded cluster), `manager`,
+//! `tserver` and `sserver`. Starting a role, printing its banner and
+//! waiting for Ctrl-C, SIGTERM or (with [`EXIT_WITH_PARENT_ENV`]) its
+//! parent's exit; the roles themselves live in `tablinum-server`. Output
+//! goes through [`out!`], so a closed pipe ends the banner quietly.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use tablinum_auth::files::{credentials_path, load_token_file};
+use tablinum_server::config::{MANAGER_HTTP_DEFAULT, MANAGER_LISTEN_DEFAULT};
+use tablinum_server::EXIT_WITH_PARENT_ENV;
+
+/// `writeln!` to standard output, returning its error (a closed pipe among
+/// them) instead of panicking as `println!` does.
+macro_rules! out {
+    ($($t:tt)*) => {
+        writeln!(std::io::stdout(), $($t)*)?
+    };
+}
+
+/// Runs `tablinum up`: manager and tablet server in this process until
+/// Ctrl-C or SIGTERM.
+pub fn up(
+    data: PathBuf,
+    listen: String,
+    http: String,
+    tls: bool,
+    sservers: usize,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let data = data.canonicalize().unwrap_or(data);
+    let token_file = tablinum_server::embedded_admin_token_path(&data);
+    let ca = tablinum_server::embedded_ca_path(&data);
+    run_roles(
+        move || async move {
+            tablinum_server::start_embedded(&data, &listen, &http, tls, sservers).await
+        },
+        move |r| {
+            let creds = remember_admin_token(&token_file, &r.grpc.to_string())?;
+            let scheme = if tls { "https" } else { "http" };
+            out!(
+                "tablinum {} up: cluster ready (manager + tablet server in one process)",
+                tablinum_server::VERSION
+            );
+            out!("  grpc     {}", r.grpc);
+            out!("  status   {scheme}://{}/", r.http);
+            out!("  metrics  {scheme}://{}/metrics", r.http);
+            for s in &r.sservers {
+                out!(
+                    "  sserver  {} (status {scheme}://{}/) serves eventual scans",
+                    s.grpc,
+                    s.http
+                );
+            }
+            if tls {
+                out!(
+                    "  TLS only: clients pass --ca {} (or set TABLINUM_CA)",
+                    ca.display()
+                );
+            }
+            out!("  admin token in {} (mode 0600)", token_file.display());
+            match creds {
+                Some(p) => out!("  credentials for {} saved in {}", r.grpc, p.display()),
+                None => out!("  no credentials file (neither XDG_CONFIG_HOME nor HOME is set): pass --token-file {}", token_file.display()),
+            }
+            out!("try: tablinum table create demo --split g,n,t && tablinum put demo hello world && tablinum scan demo");
+            out!("  or: tablinum shell   (an interactive shell on this cluster)");
+            Ok(())
+        },
+    )
+}
+
+/// Copies the admin token in `token_file` into the user's credentials file
+/// under `addr`, so CLI commands on this machine need no flags. Returns the
+/// credentials file written, if there is one.
+fn remember_admin_token(token_file: &Path, addr: &str) -> anyhow::Result<Option<PathBuf>> {
+    let Some(path) = credentials_path() else {
+        return Ok(None);
+    };
+    let token = load_token_file(token_file)?;
+    tablinum_auth::files::store_credentials(&path, addr, &token)?;
+    Ok(Some(path))
+}
+
+/// Runs `tablinum sserver` from a config file's `[sserver]` section.
+pub fn sserver(config: PathBuf) -> anyhow::Result<()> {
+    let cfg = tablinum_server::ConfigFile::load(&config)?;
+    let Some(s) = cfg.sserver else {
+        bail!("config {} has no [sserver] section", config.display());
+    };
+    let group = s.group.clone();
+    run_roles(
+        move || async move { tablinum_server::start_sserver(s).await },
+        move |r| {
+            out!(
+                "tablinum {} sserver: ready (group {group})",
+                tablinum_server::VERSION
+            );
+            out!("  grpc     {}", r.grpc);
+            out!("  status   http://{}/", r.http);
+            out!("  metrics  http://{}/metrics", r.http);
+            Ok(())
+        },
+    )
+}
+
+/// Runs `tablinum manager` / `tablinum tserver` from a config file.
+pub fn role(config: PathBuf, manager: bool) -> anyhow::Result<()> {
+    let cfg = tablinum_server::ConfigFile::load(&config)?;
+    let (m, t) = if manager {
+        let Some(m) = cfg.manager else {
+            bail!("config {} has no [manager] section", config.display());
+        };
+        (Some(m), None)
+    } else {
+        let Some(t) = cfg.tserver else {
+            bail!("config {} has no [tserver] section", config.display());
+        };
+        (None, Some(t))
+    };
+    let what = if manager { "manager" } else { "tserver" };
+    run_roles(
+        move || async move { tablinum_server::start(m, t).await },
+        |r| {
+            out!("tablinum {} {what}: ready", tablinum_server::VERSION);
+            out!("  grpc     {}", r.grpc);
+            out!("  status   http://{}/", r.http);
+            out!("  metrics  http://{}/metrics", r.http);
+            Ok(())
+        },
+    )
+}
+
+fn run_roles<F, Fut>(
+    start: F,
+    ready: impl FnOnce(&tablinum_server::Running) -> anyhow::Result<()>,
+) -> anyhow::Result<()>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = tablinum_server::Result<tablinum_server::Running>>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(1024)
+        .thread_name("tablinum")
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let running = start().await?;
+        if let Err(e) = ready(&running) {
+            running.shutdown().await;
+            return Err(e);
+        }
+        let _ = std::io::stdout().flush();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            _ = parent_gone() => {}
+        }
+        tracing::info!("shutting down: closing tablets");
+        running.shutdown().await;
+        Ok(())
+    })
+}
+
+/// How often such a process looks at its parent, ms.
+const PARENT_POLL_MS: u64 = 250;
+
+/// Resolves once this process's parent has exited (it was re-parented), if
+/// [`EXIT_WITH_PARENT_ENV`] is set; otherwise never.
+async fn parent_gone() {
+    if std::env::var_os(EXIT_WITH_PARENT_ENV).is_none() {
+        return std::future::pending().await;
+    }
+    let parent = std::os::unix::process::parent_id();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(PARENT_POLL_MS)).await;
+        if std::os::unix::process::parent_id() != parent {
+            tracing::warn!(
+                parent,
+                "the process that started this one exited ({EXIT_WITH_PARENT_ENV} is set)"
+            );
+            return;
+        }
+    }
+}
+
+/// Defaults shown in `--help` of `up`.
+pub const UP_LISTEN_DEFAULT: &str = MANAGER_LISTEN_DEFAULT;
+/// Default HTTP address of `up`.
+pub const UP_HTTP_DEFAULT: &str = MANAGER_HTTP_DEFAULT;

@@ -1,0 +1,155 @@
+//! README.md's quick start, run exactly as written: the first command's
+//! `tablinum up` (the binary `cargo install` builds from this source, put
+//! first on PATH), then every line of the block marked `quickstart`, each
+//! through `bash -c` in a fresh directory with a fresh home, as a newcomer
+//! in a second terminal would. The commands are read from README.md, so the
+//! README cannot drift from what works.
+//!
+//! It uses `tablinum up`'s default ports (127.0.0.1:7400 and 7401), as the
+//! README does; it is the only test that does.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{Procs, BIN};
+
+/// How long one quick-start command may take, s (the smoke benchmark runs
+/// 5 s plus loading in a debug build).
+const COMMAND_SECONDS_MAX: u64 = 180;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The lines of the first ```sh block after `marker`, without comments.
+fn block_after(readme: &str, marker: &str) -> Vec<String> {
+    let at = readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md has no {marker:?}"));
+    let rest = &readme[at..];
+    let start = rest.find("```sh\n").expect("a ```sh block") + "```sh\n".len();
+    let end = rest[start..].find("```").expect("the block's end") + start;
+    rest[start..end]
+        .lines()
+        .map(|l| match l.find(" #") {
+            Some(i) => l[..i].trim().to_string(),
+            None => l.trim().to_string(),
+        })
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+#[test]
+fn the_readme_quick_start_runs_as_written() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    // Terminal 1: the README's first command installs and starts tablinum.
+    let first = block_after(&readme, "## Two commands");
+    assert_eq!(
+        first.first().map(String::as_str),
+        Some("cargo install --locked --path crates/tablinum-cli && tablinum up"),
+        "the README's first command changed; update this test with it"
+    );
+    let commands = block_after(&readme, "<!-- quickstart");
+    assert!(commands.len() >= 10, "{commands:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("work");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    // The quick start runs from the repository's root: it names README.md
+    // and bench/workloads.
+    for f in ["README.md", "bench"] {
+        std::os::unix::fs::symlink(repo_root().join(f), cwd.join(f)).unwrap();
+    }
+    let bin_dir = Path::new(BIN).parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = |c: &mut Command| {
+        c.current_dir(&cwd)
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env_remove("TABLINUM_CLUSTER")
+            .env_remove("TABLINUM_TOKEN")
+            .env_remove("TABLINUM_CONFIG")
+            .env_remove("TABLINUM_CA");
+    };
+
+    let mut up = Command::new("bash");
+    up.args(["-c", "exec tablinum up"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    env(&mut up);
+    let mut child = up.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let _procs = Procs(vec![child]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.trim_start().starts_with("admin token") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("`tablinum up` did not start (is something else on 127.0.0.1:7400 or :7401?)");
+
+    for cmd in &commands {
+        let mut c = Command::new("bash");
+        c.args(["-c", cmd])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        env(&mut c);
+        let t0 = Instant::now();
+        let child = c.spawn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let o = rx
+            .recv_timeout(Duration::from_secs(COMMAND_SECONDS_MAX))
+            .unwrap_or_else(|_| panic!("`{cmd}` ran over {COMMAND_SECONDS_MAX} s"))
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            o.status.success(),
+            "`{cmd}` failed ({}):\n{stdout}\n{stderr}",
+            o.status
+        );
+        eprintln!("ok in {:.1} s: {cmd}", t0.elapsed().as_secs_f64());
+        // What the README's comments promise.
+        match cmd.as_str() {
+            "tablinum status" => assert!(
+                stdout.contains("live tablet servers: 1")
+                    && stdout.contains("live scan servers: 1"),
+                "{stdout}"
+            ),
+            "tablinum get demo hello" => assert_eq!(stdout, "world"),
+            "tablinum scan demo --index lang" => assert_eq!(stdout, "en\thello\n"),
+            "tablinum scan copy --count" => assert_eq!(stdout, "2\n"),
+            c if c.starts_with("tablinum bench run") => {
+                assert!(cwd.join("smoke-run/summary.png").is_file(), "{stderr}")
+            }
+            _ => {}
+        }
+    }
+    // The export holds both objects, the README's bytes exactly.
+    let export = std::fs::read_to_string(cwd.join("demo.jsonl")).unwrap();
+    assert_eq!(export.lines().count(), 2, "{export}");
+    let readme_line: serde_json::Value =
+        serde_json::from_str(export.lines().find(|l| l.contains("\"readme\"")).unwrap()).unwrap();
+    assert_eq!(readme_line["value"].as_str().unwrap(), readme);
+}
