@@ -40,8 +40,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Start an embedded cluster (manager + tablet server) in this process
-    /// on localhost and print its endpoints; runs until Ctrl-C.
+    /// Start an embedded cluster (manager, tablet server and scan servers)
+    /// in this process on localhost and print its endpoints; runs until
+    /// Ctrl-C. Data in ./tablinum-data by default.
     Up {
         /// Data directory: metadata in DIR/manager, tablets in DIR/storage.
         #[arg(long, default_value = "tablinum-data")]
