@@ -1,57 +1,46 @@
 //! Charts: `summary.png` of one run, `compare.png` of several, and the
 //! panels a report scenario asks for.
 //!
-//! Owns the chart layouts (after basho_bench's `priv/summary.r`: throughput on
-//! top, then per op the mean/median/95th, 99th, 99.9th and max latency panels
-//! in ms; the throughput overlay of `priv/compare.r`; a scenario's stack of
-//! [`Panel`]s over any x axis, [`draw_panels`]) and the embedded
-//! DejaVu Sans font, so no system font is needed. It must never read result
-//! files or compute statistics: callers hand it the series.
+//! Owns the three chart kinds' entry points ([`draw_summary`],
+//! [`draw_compare`], [`draw_panels`]), the drawing of a [`model::ChartModel`]
+//! with plotters, and the embedded DejaVu Sans font, so no system font is
+//! needed. What a chart shows — units, ranges, ticks, series, styles, draw
+//! order, layout, summary lines — is decided by the pure [`model`], which is
+//! where it is tested; this module only turns a model into pixels. It must
+//! never read result files or compute statistics: callers hand it the series.
+
+pub mod model;
 
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::BenchError;
+use crate::output::RunSummary;
 use crate::stats::Interval;
 use crate::workload::Op;
+use model::{
+    Axis, LegendModel, Marker, PanelModel, Rect, SeriesModel, Style, TextBox, BOX_FONT_PX,
+    BOX_PADDING_PX, LINE_HEIGHT_PX,
+};
+pub use model::{
+    ChartModel, TimeUnit, CHART_WIDTH_PX, LATENCY_ROW_HEIGHT_PX, THROUGHPUT_PANEL_HEIGHT_PX,
+    TITLE_HEIGHT_PX,
+};
 
 /// DejaVu Sans 2.37 (see `assets/README.md` and `assets/DejaVuSans-LICENSE`).
 static FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The family name the embedded font is registered under.
 const FONT: &str = "tablinum-sans";
-
-/// Width of both charts, pixels.
-pub const CHART_WIDTH_PX: u32 = 1400;
-/// Height of the title strip, pixels.
-pub const TITLE_HEIGHT_PX: u32 = 36;
-/// Height of the throughput panel, pixels.
-pub const THROUGHPUT_PANEL_HEIGHT_PX: u32 = 320;
-/// Height of one op's row of latency panels, pixels.
-pub const LATENCY_ROW_HEIGHT_PX: u32 = 240;
-
-/// The x axis of the time-series panels.
-const ELAPSED: &str = "elapsed (s)";
-
-/// A named series of `(x, y)` points.
-struct Series {
-    /// Legend text (empty: no legend entry).
-    label: String,
-    /// Points in x order.
-    points: Vec<(f64, f64)>,
-    /// Colour.
-    color: RGBColor,
-}
-
-fn series(label: impl Into<String>, points: Vec<(f64, f64)>, color: RGBColor) -> Series {
-    Series {
-        label: label.into(),
-        points,
-        color,
-    }
-}
+/// Line width of every series, pixels.
+const STROKE_PX: u32 = 2;
+/// Marker radius, pixels.
+const MARKER_PX: i32 = 3;
 
 fn font_ready() -> Result<(), String> {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
@@ -78,174 +67,19 @@ pub fn palette(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
-fn chart_err(file: &Path) -> impl Fn(String) -> BenchError + '_ {
-    move |message| BenchError::Chart {
-        file: file.to_path_buf(),
-        message,
-    }
-}
-
-/// One line panel with its own axes and legend.
-fn panel(
-    area: &DrawingArea<BitMapBackend<'_>, Shift>,
-    title: &str,
-    (x_desc, y_desc): (&str, &str),
-    x_max: f64,
-    lines: &[Series],
-) -> Result<(), String> {
-    let y_max = lines
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .filter(|y| y.is_finite())
-        .fold(0.0f64, f64::max);
-    let legend = lines.iter().any(|s| !s.label.is_empty());
-    // Headroom above the data for the legend box.
-    let headroom = if legend {
-        1.1 + 0.08 * lines.len() as f64
-    } else {
-        1.1
-    };
-    let y_max = if y_max > 0.0 { y_max * headroom } else { 1.0 };
-    let y_fmt = move |y: &f64| {
-        if y_max >= 100.0 {
-            format!("{y:.0}")
-        } else if y_max >= 1.0 {
-            format!("{y:.1}")
-        } else {
-            format!("{y:.3}")
-        }
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 16))
-        .margin(8)
-        .x_label_area_size(34)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..x_max.max(1e-3), 0f64..y_max)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .y_label_formatter(&y_fmt)
-        .label_style((FONT, 12))
-        .axis_desc_style((FONT, 13))
-        .light_line_style(RGBColor(0xee, 0xee, 0xee))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for s in lines {
-        let color = s.color;
-        chart
-            .draw_series(
-                LineSeries::new(s.points.iter().copied(), color.stroke_width(2)).point_size(2),
-            )
-            .map_err(|e| e.to_string())?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-    }
-    if legend {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(0xaa, 0xaa, 0xaa))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// Draws `summary.png`: throughput (successful and failed ops/s per interval)
-/// on top, then one row per op with mean/median/95th, 99th, 99.9th and max
-/// latency in ms, all against elapsed seconds.
+/// Draws `summary.png`: throughput (ok, not-found and failed ops/s per
+/// interval) with the run's summary figures beside it, then one row per op
+/// with mean/median/95th, 99th, 99.9th and max latency against elapsed
+/// seconds, each in the time unit its data needs (see
+/// [`model::summary_model`]).
 pub fn draw_summary(
     file: &Path,
     title: &str,
     intervals: &[Interval],
     ops: &[Op],
+    summary: &RunSummary,
 ) -> Result<(), BenchError> {
-    let err = chart_err(file);
-    font_ready().map_err(&err)?;
-    let height =
-        TITLE_HEIGHT_PX + THROUGHPUT_PANEL_HEIGHT_PX + LATENCY_ROW_HEIGHT_PX * ops.len() as u32;
-    let root = BitMapBackend::new(file, (CHART_WIDTH_PX, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let root = root
-        .titled(title, (FONT, 20))
-        .map_err(|e| err(e.to_string()))?;
-    let x_max = intervals.last().map_or(1.0, |i| i.elapsed_s);
-    let (top, rest) = root.split_vertically(THROUGHPUT_PANEL_HEIGHT_PX);
-    let ok: Vec<_> = intervals
-        .iter()
-        .map(|i| (i.elapsed_s, i.ops_per_sec()))
-        .collect();
-    let failed: Vec<_> = intervals
-        .iter()
-        .map(|i| (i.elapsed_s, crate::stats::rate(i.failed, i.window_s)))
-        .collect();
-    panel(
-        &top,
-        "Throughput",
-        (ELAPSED, "ops/s"),
-        x_max,
-        &[
-            series("ok", ok, palette(0)),
-            series("failed", failed, palette(1)),
-        ],
-    )
-    .map_err(&err)?;
-
-    if !ops.is_empty() {
-        let cells = rest.split_evenly((ops.len(), 4));
-        for (row, &op) in ops.iter().enumerate() {
-            let pts = |f: &dyn Fn(&crate::stats::Percentiles) -> f64| -> Vec<(f64, f64)> {
-                intervals
-                    .iter()
-                    .filter_map(|i| {
-                        i.op(op)
-                            .filter(|o| o.successful > 0)
-                            .map(|o| (i.elapsed_s, f(&o.latency_us) / 1000.0))
-                    })
-                    .collect()
-            };
-            let name = op.name();
-            let panels: [(String, Vec<Series>); 4] = [
-                (
-                    format!("{name}: mean / median / 95th"),
-                    vec![
-                        series("mean", pts(&|p| p.mean), palette(0)),
-                        series("median", pts(&|p| p.p50 as f64), palette(2)),
-                        series("95th", pts(&|p| p.p95 as f64), palette(3)),
-                    ],
-                ),
-                (
-                    format!("{name}: 99th"),
-                    vec![series("", pts(&|p| p.p99 as f64), palette(4))],
-                ),
-                (
-                    format!("{name}: 99.9th"),
-                    vec![series("", pts(&|p| p.p99_9 as f64), palette(5))],
-                ),
-                (
-                    format!("{name}: max"),
-                    vec![series("", pts(&|p| p.max as f64), palette(1))],
-                ),
-            ];
-            for (col, (title, lines)) in panels.iter().enumerate() {
-                panel(
-                    &cells[row * 4 + col],
-                    title,
-                    (ELAPSED, "latency (ms)"),
-                    x_max,
-                    lines,
-                )
-                .map_err(&err)?;
-            }
-        }
-    }
-    root.present().map_err(|e| err(e.to_string()))
+    draw(file, &model::summary_model(title, intervals, ops, summary))
 }
 
 /// One run's throughput series for [`draw_compare`].
@@ -261,37 +95,7 @@ pub struct RunSeries {
 /// Draws `compare.png`: the throughput of every run per interval, overlaid,
 /// coloured by group.
 pub fn draw_compare(file: &Path, title: &str, runs: &[RunSeries]) -> Result<(), BenchError> {
-    let err = chart_err(file);
-    font_ready().map_err(&err)?;
-    let root = BitMapBackend::new(
-        file,
-        (
-            CHART_WIDTH_PX,
-            TITLE_HEIGHT_PX + 2 * THROUGHPUT_PANEL_HEIGHT_PX,
-        ),
-    )
-    .into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let root = root
-        .titled(title, (FONT, 20))
-        .map_err(|e| err(e.to_string()))?;
-    let x_max = runs
-        .iter()
-        .flat_map(|r| r.points.iter().map(|p| p.0))
-        .fold(0.0f64, f64::max);
-    let lines: Vec<Series> = runs
-        .iter()
-        .map(|r| series(r.label.clone(), r.points.clone(), palette(r.group)))
-        .collect();
-    panel(
-        &root,
-        "Throughput per interval",
-        (ELAPSED, "ops/s"),
-        x_max,
-        &lines,
-    )
-    .map_err(&err)?;
-    root.present().map_err(|e| err(e.to_string()))
+    draw(file, &model::compare_model(title, runs))
 }
 
 /// One line of a [`Panel`].
@@ -313,46 +117,348 @@ impl Line {
     }
 }
 
-/// One panel of [`draw_panels`]: lines over one x axis starting at 0.
+/// One panel of [`draw_panels`]: lines over one x axis that spans their data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Panel {
     /// Caption.
     pub title: String,
     /// x axis description (`q (tablets)`).
     pub x_desc: String,
-    /// y axis description (`rows/s`).
+    /// y axis description (`rows/s`); without a unit when `y_unit` is set.
     pub y_desc: String,
+    /// When y values are durations, their unit: the chart then shows them in
+    /// the unit that fits their magnitude and appends it to `y_desc`.
+    pub y_unit: Option<TimeUnit>,
     /// The lines; line `i` gets colour [`palette`]`(i)`.
     pub lines: Vec<Line>,
 }
 
-/// Draws `panels` one above the other, each [`THROUGHPUT_PANEL_HEIGHT_PX`] high.
+/// Draws `panels` one above the other, each [`THROUGHPUT_PANEL_HEIGHT_PX`]
+/// high, legends on the right.
 pub fn draw_panels(file: &Path, title: &str, panels: &[Panel]) -> Result<(), BenchError> {
-    let err = chart_err(file);
-    font_ready().map_err(&err)?;
-    let rows = panels.len().max(1);
-    let height = TITLE_HEIGHT_PX + THROUGHPUT_PANEL_HEIGHT_PX * rows as u32;
-    let root = BitMapBackend::new(file, (CHART_WIDTH_PX, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let root = root
-        .titled(title, (FONT, 20))
-        .map_err(|e| err(e.to_string()))?;
-    let areas = root.split_evenly((rows, 1));
-    for (area, p) in areas.iter().zip(panels) {
-        let x_max = p
-            .lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|pt| pt.0))
-            .filter(|x| x.is_finite())
-            .fold(0.0f64, f64::max)
-            * 1.05;
-        let lines: Vec<Series> = p
-            .lines
-            .iter()
-            .enumerate()
-            .map(|(i, l)| series(l.label.clone(), l.points.clone(), palette(i)))
-            .collect();
-        panel(area, &p.title, (&p.x_desc, &p.y_desc), x_max, &lines).map_err(&err)?;
-    }
+    draw(file, &model::panels_model(title, panels))
+}
+
+/// Draws `chart` into the PNG `file`.
+pub fn draw(file: &Path, chart: &ChartModel) -> Result<(), BenchError> {
+    let err = |message: String| BenchError::Chart {
+        file: file.to_path_buf(),
+        message,
+    };
+    font_ready().map_err(err)?;
+    let root = BitMapBackend::new(file, chart.size).into_drawing_area();
+    draw_on(&root, chart).map_err(err)?;
     root.present().map_err(|e| err(e.to_string()))
+}
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+fn draw_on(root: &Area<'_>, chart: &ChartModel) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    root.draw(&Text::new(
+        chart.title.clone(),
+        (chart.size.0 as i32 / 2, model::TITLE_HEIGHT_PX as i32 / 2),
+        (FONT, 20)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Center)),
+    ))
+    .map_err(e)?;
+    for p in &chart.panels {
+        draw_panel(&sub_area(root, p.rect), p)?;
+    }
+    for l in &chart.legends {
+        draw_legend(&sub_area(root, l.rect), l)?;
+    }
+    if let Some(t) = &chart.text {
+        draw_text(&sub_area(root, t.rect), t)?;
+    }
+    Ok(())
+}
+
+fn sub_area<'a>(root: &Area<'a>, r: Rect) -> Area<'a> {
+    root.clone().shrink((r.x, r.y), (r.w, r.h))
+}
+
+fn shape(style: &Style) -> ShapeStyle {
+    ShapeStyle {
+        color: style.color.to_rgba(),
+        filled: !style.hollow,
+        stroke_width: if style.hollow { 1 } else { STROKE_PX },
+    }
+}
+
+/// Evaluates `$body` with `$m` bound to a function from a point to the
+/// element of `$style`'s marker there (the element type differs per marker,
+/// hence a macro rather than a function).
+macro_rules! with_marker {
+    ($style:expr, |$m:ident| $body:expr) => {{
+        let style: Style = $style;
+        let s = shape(&style);
+        let r = MARKER_PX;
+        match style.marker {
+            Marker::Circle => {
+                let $m = |p| Circle::new(p, r, s);
+                $body
+            }
+            Marker::Square => {
+                let $m = |p| EmptyElement::at(p) + Rectangle::new([(-r, -r), (r, r)], s);
+                $body
+            }
+            Marker::Triangle => {
+                let $m = |p| TriangleMarker::new(p, r + 1, s);
+                $body
+            }
+            Marker::Cross => {
+                let $m = |p| Cross::new(p, r, s.stroke_width(2));
+                $body
+            }
+        }
+    }};
+}
+
+/// An axis of a [`PanelModel`] as plotters sees it: the model's range, ticks
+/// at the model's tick positions and nowhere else.
+struct TickedAxis {
+    range: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl TickedAxis {
+    fn of(a: &Axis) -> TickedAxis {
+        TickedAxis {
+            range: (a.min..a.max).into(),
+            ticks: a.ticks.clone(),
+        }
+    }
+}
+
+impl Ranged for TickedAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.range.map(value, limit)
+    }
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.range()
+    }
+}
+
+fn draw_panel(area: &Area<'_>, p: &PanelModel) -> Result<(), String> {
+    let x_axis = TickedAxis::of(&p.x);
+    let y_axis = TickedAxis::of(&p.y);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, (FONT, 16))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_axis, y_axis)
+        .map_err(|e| e.to_string())?;
+    let x_label = |v: &f64| p.x.label(*v);
+    let y_label = |v: &f64| p.y.label(*v);
+    chart
+        .configure_mesh()
+        .x_desc(&p.x.desc)
+        .y_desc(&p.y.desc)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for s in &p.series {
+        draw_series(&mut chart, s)?;
+    }
+    Ok(())
+}
+
+type Chart<'a, 'b> = ChartContext<'a, BitMapBackend<'b>, Cartesian2d<TickedAxis, TickedAxis>>;
+
+fn draw_series(chart: &mut Chart<'_, '_>, s: &SeriesModel) -> Result<(), String> {
+    let line = ShapeStyle {
+        color: s.style.color.to_rgba(),
+        filled: false,
+        stroke_width: STROKE_PX,
+    };
+    let pts = s.points.iter().copied();
+    if s.style.dashed {
+        chart
+            .draw_series(DashedLineSeries::new(pts, 7, 4, line))
+            .map_err(|e| e.to_string())?;
+    } else {
+        chart
+            .draw_series(LineSeries::new(pts, line))
+            .map_err(|e| e.to_string())?;
+    }
+    with_marker!(s.style, |m| chart
+        .draw_series(s.points.iter().map(|&p| m(p)))
+        .map(|_| ())
+        .map_err(|e| e.to_string()))
+}
+
+fn draw_legend(area: &Area<'_>, l: &LegendModel) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let text = (FONT, BOX_FONT_PX)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let pad = BOX_PADDING_PX as i32;
+    let row = |i: usize| pad + LINE_HEIGHT_PX as i32 * i as i32 + LINE_HEIGHT_PX as i32 / 2;
+    let mut i = 0;
+    if !l.heading.is_empty() {
+        area.draw(&Text::new(l.heading.clone(), (pad, row(i)), text.clone()))
+            .map_err(e)?;
+        i += 1;
+    }
+    for (label, style) in &l.entries {
+        let y = row(i);
+        let line = ShapeStyle {
+            color: style.color.to_rgba(),
+            filled: false,
+            stroke_width: STROKE_PX,
+        };
+        if style.dashed {
+            area.draw(&PathElement::new(vec![(pad, y), (pad + 8, y)], line))
+                .map_err(e)?;
+            area.draw(&PathElement::new(vec![(pad + 20, y), (pad + 28, y)], line))
+                .map_err(e)?;
+        } else {
+            area.draw(&PathElement::new(vec![(pad, y), (pad + 28, y)], line))
+                .map_err(e)?;
+        }
+        with_marker!(*style, |m| area.draw(&m((pad + 14, y))).map_err(e))?;
+        area.draw(&Text::new(label.clone(), (pad + 36, y), text.clone()))
+            .map_err(e)?;
+        i += 1;
+    }
+    if l.more > 0 {
+        area.draw(&Text::new(
+            format!("(+{} more)", l.more),
+            (pad + 36, row(i)),
+            text.clone(),
+        ))
+        .map_err(e)?;
+    }
+    Ok(())
+}
+
+fn draw_text(area: &Area<'_>, t: &TextBox) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let (w, h) = area.dim_in_pixel();
+    area.draw(&Rectangle::new(
+        [(0, 0), (w as i32 - 1, h as i32 - 1)],
+        RGBColor(0xaa, 0xaa, 0xaa).stroke_width(1),
+    ))
+    .map_err(e)?;
+    let text = (FONT, BOX_FONT_PX)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Top));
+    for (i, line) in t.lines.iter().enumerate() {
+        let y = BOX_PADDING_PX + LINE_HEIGHT_PX * i as u32;
+        area.draw(&Text::new(
+            line.clone(),
+            (BOX_PADDING_PX as i32, y as i32),
+            text.clone(),
+        ))
+        .map_err(e)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model::tests::{intervals, summary, OPS};
+    use super::*;
+
+    /// A PNG smaller than this is (nearly) blank: an all-white
+    /// 1400 × 836 image encodes to a few KiB.
+    const NON_TRIVIAL_PNG_BYTES: u64 = 40_000;
+
+    /// Decodes `path`; returns its size and how many pixels are not white.
+    fn decode(path: &Path) -> ((u32, u32), usize) {
+        let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut reader = png::Decoder::new(file)
+            .read_info()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader
+            .next_frame(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let px = info.line_size / info.width as usize;
+        let inked = buf[..info.buffer_size()]
+            .chunks(px)
+            .filter(|p| p[..3] != [0xff, 0xff, 0xff])
+            .count();
+        ((info.width, info.height), inked)
+    }
+
+    #[test]
+    fn summary_png_is_drawn() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("summary.png");
+        draw_summary(
+            &file,
+            "memory: a test",
+            &intervals(),
+            &OPS,
+            &summary(&OPS, true),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let bytes = std::fs::metadata(&file)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+            .len();
+        assert!(bytes > NON_TRIVIAL_PNG_BYTES, "{bytes} bytes");
+        let (size, inked) = decode(&file);
+        let want = model::summary_model("", &intervals(), &OPS, &summary(&OPS, true)).size;
+        assert_eq!(size, want);
+        // Lines, markers and text cover more than a sliver of the image.
+        let total = size.0 as usize * size.1 as usize;
+        assert!(inked * 50 > total, "{inked} of {total} pixels inked");
+    }
+
+    #[test]
+    fn compare_and_scenario_pngs_are_drawn() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let compare = dir.path().join("compare.png");
+        let runs: Vec<RunSeries> = (0..3)
+            .map(|i| RunSeries {
+                label: format!("run #{i}"),
+                group: i,
+                points: (1..=20)
+                    .map(|t| (f64::from(t), 1000.0 + 50.0 * i as f64))
+                    .collect(),
+            })
+            .collect();
+        draw_compare(&compare, "compare", &runs).unwrap_or_else(|e| panic!("{e}"));
+        let scenario = dir.path().join("scenario.png");
+        let panel = Panel {
+            title: "probe".into(),
+            x_desc: "percentile".into(),
+            y_desc: "probe scan time".into(),
+            y_unit: Some(TimeUnit::Millis),
+            lines: vec![Line::new(
+                "shed",
+                vec![(50.0, 0.2), (99.0, 0.9), (99.9, 1.4)],
+            )],
+        };
+        draw_panels(&scenario, "scenario", &[panel]).unwrap_or_else(|e| panic!("{e}"));
+        for (file, height) in [
+            (&compare, TITLE_HEIGHT_PX + 2 * THROUGHPUT_PANEL_HEIGHT_PX),
+            (&scenario, TITLE_HEIGHT_PX + THROUGHPUT_PANEL_HEIGHT_PX),
+        ] {
+            let (size, inked) = decode(file);
+            assert_eq!(size, (CHART_WIDTH_PX, height), "{}", file.display());
+            assert!(inked > 5_000, "{}: {inked} pixels inked", file.display());
+        }
+    }
 }

@@ -148,6 +148,14 @@ pub struct OpSummary {
     /// Whole-run service time (from the actual start), µs; `rate` mode only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_time_us: Option<Percentiles>,
+    /// Whole-run latency of the ops that found their key, µs; only when some
+    /// did not (absent in files written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_latency_us: Option<Percentiles>,
+    /// Whole-run latency of the not-found gets/heads, µs; only when there
+    /// were some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_found_latency_us: Option<Percentiles>,
 }
 
 /// The preload phase, when there was one.
@@ -318,6 +326,8 @@ mod tests {
                 p99_9: 22,
                 max: 23,
             },
+            found_latency_us: None,
+            not_found_latency_us: None,
         };
         assert_eq!(
             latencies_csv_line(10.0, 10.0, &o),
@@ -339,6 +349,21 @@ mod tests {
             ops: vec![o],
         };
         assert_eq!(summary_csv_line(&i), "1.5, 1.5, 8, 7, 1");
+    }
+
+    #[test]
+    fn op_summaries_without_found_and_not_found_latency_still_load() {
+        // An op of a summary.json written before found and not-found
+        // latencies were kept apart.
+        let old = r#"{"total": 3, "successful": 3, "failed": 0, "not_found": 1,
+            "ops_per_sec": 1.5, "latency_us": {"min": 1, "mean": 2.0, "p50": 2,
+            "p95": 3, "p99": 3, "p99_9": 3, "max": 3}}"#;
+        let s: OpSummary = serde_json::from_str(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.found_latency_us, s.not_found_latency_us), (None, None));
+        assert_eq!(s.latency_us.p50, 2);
+        // And without them, what is written is what was written before.
+        let text = serde_json::to_string(&s).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!text.contains("found_latency_us"), "{text}");
     }
 
     #[test]

@@ -299,7 +299,7 @@ pub fn run_with_options(
             workload.value_size_bytes,
         );
         let png = out_dir.join(output::SUMMARY_PNG);
-        if let Err(e) = chart::draw_summary(&png, &title, &intervals, &ops) {
+        if let Err(e) = chart::draw_summary(&png, &title, &intervals, &ops, &summary) {
             if options.progress {
                 eprintln!("warning: {e}");
             }
@@ -338,6 +338,7 @@ fn summarize(
         .iter()
         .map(|&op| {
             let r = cumulative.op(op);
+            let split = r.found_and_not_found();
             (
                 op.name().to_string(),
                 OpSummary {
@@ -348,6 +349,8 @@ fn summarize(
                     ops_per_sec: stats::rate(r.successful, elapsed_s),
                     latency_us: Percentiles::of(r.latency.as_ref()),
                     service_time_us: rate_mode.then(|| Percentiles::of(r.service.as_ref())),
+                    found_latency_us: split.map(|s| s.0),
+                    not_found_latency_us: split.map(|s| s.1),
                 },
             )
         })

@@ -2,10 +2,12 @@
 //!
 //! Owns the HDR histogram shape (µs, [`LATENCY_US_MIN`]..=[`LATENCY_US_MAX`],
 //! [`LATENCY_SIGNIFICANT_DIGITS`] significant digits), the per-worker recording
-//! buffers, their merge into one interval and the whole-run accumulation, and
-//! the summary types written to `summary.json`. Percentiles are always computed
-//! from merged histograms, never by averaging percentiles. It must never do I/O
-//! or read the clock: callers pass durations in.
+//! buffers (not-found reads' latency kept apart as well as in the whole, so
+//! charts can tell found from not-found), their merge into one interval and
+//! the whole-run accumulation, and the summary types written to
+//! `summary.json`. Percentiles are always computed from merged histograms,
+//! never by averaging percentiles. It must never do I/O or read the clock:
+//! callers pass durations in.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +58,9 @@ pub struct OpRecord {
     pub latency: Option<Histogram<u64>>,
     /// Service time of successful ops (from the actual start); rate mode only.
     pub service: Option<Histogram<u64>>,
+    /// Latency of the not-found ops alone (also recorded in `latency`), so a
+    /// chart can draw found and not-found reads apart.
+    pub not_found_latency: Option<Histogram<u64>>,
     /// Successful ops (including `not_found`).
     pub successful: u64,
     /// Successful gets/heads that found nothing.
@@ -68,6 +73,10 @@ impl OpRecord {
     fn add(&mut self, other: &OpRecord) {
         merge_hist(&mut self.latency, other.latency.as_ref());
         merge_hist(&mut self.service, other.service.as_ref());
+        merge_hist(
+            &mut self.not_found_latency,
+            other.not_found_latency.as_ref(),
+        );
         self.successful += other.successful;
         self.not_found += other.not_found;
         self.failed += other.failed;
@@ -80,9 +89,30 @@ impl OpRecord {
         if let Some(h) = self.service.as_mut() {
             h.reset();
         }
+        if let Some(h) = self.not_found_latency.as_mut() {
+            h.reset();
+        }
         self.successful = 0;
         self.not_found = 0;
         self.failed = 0;
+    }
+
+    /// Latency percentiles of the successful ops that found their key, and of
+    /// those that did not; `None` when no op was not-found (then every
+    /// successful op found its key and `latency` says it all).
+    pub fn found_and_not_found(&self) -> Option<(Percentiles, Percentiles)> {
+        let not_found = self.not_found_latency.as_ref().filter(|h| !h.is_empty())?;
+        let found = self.latency.as_ref().map(|all| {
+            let mut found = all.clone();
+            // Every not-found value was also recorded in `latency`, so no
+            // count goes negative.
+            let _ = found.subtract(not_found);
+            found
+        });
+        Some((
+            Percentiles::of(found.as_ref()),
+            Percentiles::of(Some(not_found)),
+        ))
     }
 }
 
@@ -116,6 +146,9 @@ impl Recorder {
             Outcome::Ok | Outcome::NotFound => {
                 if matches!(outcome, Outcome::NotFound) {
                     rec.not_found += 1;
+                    rec.not_found_latency
+                        .get_or_insert_with(new_histogram)
+                        .saturating_record(response_us.max(LATENCY_US_MIN));
                 }
                 rec.successful += 1;
                 rec.latency
@@ -233,6 +266,21 @@ pub struct OpInterval {
     pub failed: u64,
     /// Latency (response time), µs.
     pub latency_us: Percentiles,
+    /// Latency of the successful ops that found their key, µs; only when some
+    /// did not (otherwise it equals `latency_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_latency_us: Option<Percentiles>,
+    /// Latency of the not-found ops, µs; only when there were some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_found_latency_us: Option<Percentiles>,
+}
+
+impl OpInterval {
+    /// Latency of the ops that found their key (all successful ops when none
+    /// was not-found).
+    pub fn found_latency(&self) -> &Percentiles {
+        self.found_latency_us.as_ref().unwrap_or(&self.latency_us)
+    }
 }
 
 /// One report interval (a row of `summary.csv`).
@@ -262,12 +310,15 @@ impl Interval {
                 .iter()
                 .map(|&op| {
                     let r = rec.op(op);
+                    let split = r.found_and_not_found();
                     OpInterval {
                         op,
                         successful: r.successful,
                         not_found: r.not_found,
                         failed: r.failed,
                         latency_us: Percentiles::of(r.latency.as_ref()),
+                        found_latency_us: split.map(|s| s.0),
+                        not_found_latency_us: split.map(|s| s.1),
                     }
                 })
                 .collect(),
@@ -339,6 +390,16 @@ mod tests {
         assert_eq!(p.min, 1);
         assert_eq!(p.p50, 50);
         assert!(p.p95 >= 9_990, "{p:?}");
+        let (found, not_found) = r
+            .found_and_not_found()
+            .unwrap_or_else(|| panic!("not-found ops were recorded"));
+        assert_eq!((found.min, found.max), (1, 90), "{found:?}");
+        assert_eq!(found.p50, 45);
+        assert!(
+            not_found.min >= 9_990 && not_found.p50 >= 9_990,
+            "{not_found:?}"
+        );
+        assert!(a.op(Op::Get).found_and_not_found().is_none());
         assert_eq!(m.errors.get(&(Op::Get, "boom".to_string())), Some(&1));
         m.reset();
         assert_eq!(m.successful(), 0);

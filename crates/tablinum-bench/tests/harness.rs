@@ -140,6 +140,14 @@ fn memory_run_writes_basho_bench_files_summary_json_and_png() {
     assert!(get["latency_us"]["p99"].as_u64() >= get["latency_us"]["p50"].as_u64());
     // Pareto keys beyond the 1000-key space, and deleted keys, are not found.
     assert!(get["not_found"].as_u64().is_some_and(|n| n > 0), "{get}");
+    // ... and their latency is kept apart from the found reads'.
+    for p in ["found_latency_us", "not_found_latency_us"] {
+        assert!(get[p]["p99"].is_number(), "ops.get.{p}: {get}");
+        assert!(
+            j["ops"]["put"].get(p).is_none(),
+            "puts are never not-found: {p}"
+        );
+    }
     assert_eq!(get["failed"], 0);
     assert_eq!(
         s.ops["get"].not_found,

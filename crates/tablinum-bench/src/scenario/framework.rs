@@ -436,6 +436,7 @@ mod tests {
                     title: "values".into(),
                     x_desc: "run".into(),
                     y_desc: "value".into(),
+                    y_unit: None,
                     lines: vec![crate::chart::Line::new(
                         "value",
                         body.values

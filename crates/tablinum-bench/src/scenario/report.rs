@@ -503,6 +503,8 @@ mod tests {
                 ..Percentiles::default()
             },
             service_time_us: None,
+            found_latency_us: None,
+            not_found_latency_us: None,
         }
     }
 

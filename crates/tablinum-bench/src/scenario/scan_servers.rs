@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tablinum_sim::{Calibration, RowResult, Selector};
 
-use crate::chart::{Line, Panel};
+use crate::chart::{Line, Panel, TimeUnit};
 use crate::error::BenchError;
 use crate::scenario::framework::child::ChildCommand;
 use measured::{MeasuredReport, MeasuredRow, MeasuredShape};
@@ -226,7 +226,8 @@ fn measured_panel(m: &MeasuredReport) -> Panel {
             m.shape.clients, m.shape.sservers, m.shape.scan_threads
         ),
         x_desc: "percentile".into(),
-        y_desc: "probe scan time (ms)".into(),
+        y_desc: "probe scan time".into(),
+        y_unit: Some(TimeUnit::Millis),
         lines,
     }
 }
