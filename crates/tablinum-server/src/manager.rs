@@ -9,7 +9,8 @@
 //! from its journal under the shared storage root), balancing moves
 //! tablets while counts differ by more than `BALANCE_SLACK`, and a stall of
 //! the manager itself judges nobody. It removes a dropped table's files
-//! once no server holds them.
+//! once every server has let go of them (`State::released`). Table
+//! creation and drops are logged at INFO with the caller.
 //!
 //! Never touches a tablet's files while a live server may hold them open.
 
@@ -170,7 +171,10 @@ struct State {
     servers: HashMap<String, Live>,
     /// Scan servers by id; expired ones are dropped when listed.
     scan_servers: HashMap<String, ScanLive>,
-    dropped: BTreeMap<u64, ()>,
+    /// Dropped tables whose files are not removed yet, by table id: each
+    /// with the heartbeats every server had sent when it was dropped (in
+    /// memory only; empty for drops loaded at start).
+    dropped: BTreeMap<u64, HashMap<String, u64>>,
     next_table_id: u64,
     tokens: BTreeMap<String, TokenRecord>,
     tokens_version: u64,
@@ -202,6 +206,23 @@ impl State {
             .values()
             .filter_map(TokenRecord::grant)
             .collect()
+    }
+
+    /// Whether every live server has let go of dropped table `id`: each
+    /// has reported since this manager started, none reports holding one
+    /// of its tablets, and each live at the drop has sent two heartbeats
+    /// since (the answer to the first withdraws the tablets; the second is
+    /// sent after that and reports any still closing). A report alone is
+    /// not enough: a tablet assigned in the last answer is opened only
+    /// after it, so the server holds it before it reports it.
+    fn released(&self, id: u64) -> bool {
+        let beats_at_drop = self.dropped.get(&id);
+        self.servers.iter().all(|(sid, l)| {
+            let at_drop = beats_at_drop.and_then(|b| b.get(sid));
+            l.reported
+                && at_drop.is_none_or(|&b| l.beats.saturating_sub(b) >= 2)
+                && !l.hosted.iter().any(|(t, _)| *t == id)
+        })
     }
 }
 
@@ -319,7 +340,7 @@ impl Manager {
                 .try_into()
                 .map(u64::from_be_bytes)
                 .map_err(|_| "manager metadata: bad dropped-table key".to_string())?;
-            st.dropped.insert(id, ());
+            st.dropped.insert(id, HashMap::new());
         }
         // Counters: 8 bytes, big-endian.
         let counter = |key: &[u8]| -> Result<Option<u64>, String> {
@@ -531,19 +552,14 @@ impl Manager {
             self.save_table(&t)?;
         }
         self.counters.lock().1 += moves;
-        // Remove dropped tables' files once no live server holds a tablet,
-        // and only when every live server has reported since this manager
-        // started (before that, `hosted` is unknown).
+        // Remove dropped tables' files once every live server has let go of
+        // them (`State::released`): a tablet server closes a withdrawn
+        // tablet (flushing it) before it stops reporting it, so no store
+        // has its files removed under it.
         let dropped: Vec<u64> = st.dropped.keys().copied().collect();
-        let all_reported = st.servers.values().all(|l| l.reported);
         let live_ids: HashSet<u64> = st.tables.values().map(|t| t.id).collect();
         for id in dropped {
-            let held = !all_reported
-                || live_ids.contains(&id)
-                || st
-                    .servers
-                    .values()
-                    .any(|l| l.hosted.iter().any(|(t, _)| *t == id));
+            let held = live_ids.contains(&id) || !st.released(id);
             if !held {
                 let dir = self.tablet_dir(id);
                 // Scan servers may still read its files: wait for their
@@ -559,6 +575,7 @@ impl Manager {
                 }
                 self.delete(&[KEY_DROPPED, &id.to_be_bytes()].concat())?;
                 st.dropped.remove(&id);
+                tracing::info!(id, dir = %dir.display(), "dropped table's files removed");
             }
         }
         Ok(())
@@ -576,6 +593,15 @@ impl Manager {
             servers_expired,
             reassignments,
         }
+    }
+}
+
+/// A table's durability as logs and the CLI name it.
+fn durability_name(d: i32) -> &'static str {
+    match v1::Durability::try_from(d) {
+        Ok(v1::Durability::Sync) => "sync",
+        Ok(v1::Durability::Nosync) => "nosync",
+        Err(_) => "unknown",
     }
 }
 
@@ -707,7 +733,7 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::CreateTableRequest>,
     ) -> Result<Response<v1::CreateTableResponse>, Status> {
-        authorize(&req, Need::Admin, "CreateTable")?;
+        let who = authorize(&req, Need::Admin, "CreateTable")?;
         let req = req.into_inner();
         let splits = check_create(&req)?;
         let m = &self.0;
@@ -763,6 +789,8 @@ impl ManagerRpc for ManagerService {
             st.tables.insert(rec.name.clone(), rec.clone());
             rec
         };
+        tracing::info!(table = %rec.name, id = rec.id, tablets = rec.tablets.len(),
+            durability = durability_name(rec.durability), by = %who, "table created");
         m.rebalance()?;
         Ok(Response::new(v1::CreateTableResponse {
             table: Some(table_msg(&rec)),
@@ -773,7 +801,7 @@ impl ManagerRpc for ManagerService {
         &self,
         req: Request<v1::DropTableRequest>,
     ) -> Result<Response<v1::DropTableResponse>, Status> {
-        authorize(&req, Need::Admin, "DropTable")?;
+        let who = authorize(&req, Need::Admin, "DropTable")?;
         let name = req.into_inner().name;
         tablinum_proto::check_table_name(&name).map_err(Status::invalid_argument)?;
         let m = &self.0;
@@ -788,30 +816,29 @@ impl ManagerRpc for ManagerService {
             b.delete(&[KEY_TABLE, name.as_bytes()].concat());
             m.write(&b)?;
             st.tables.remove(&name);
-            st.dropped.insert(t.id, ());
             let beats: HashMap<String, u64> = st
                 .servers
                 .iter()
                 .map(|(id, l)| (id.clone(), l.beats))
                 .collect();
-            (t.id, beats)
+            st.dropped.insert(t.id, beats);
+            t.id
         };
-        let (id, beats_at_drop) = id;
+        tracing::info!(table = %name, id, by = %who, "table dropped");
         // Return only once no live server serves the table any more: a
         // client with a stale map must not have a write acknowledged into a
-        // table that is being removed. Each server needs two heartbeats
-        // after the drop: the answer to the first withdraws the tablets
-        // (closing them, and discarding opens still under way), the second
-        // is sent after that and must show none of them. Bounded: a server
-        // silent this long is being declared dead anyway.
+        // table that is being removed. The rule is the one its files wait
+        // for (`State::released`): two heartbeats of every server after the
+        // drop, the second showing none of its tablets. Bounded: a server
+        // silent this long is being declared dead anyway. (The files may
+        // be gone by the time this returns; they may also wait longer, for
+        // scan servers' reservations.)
         let deadline = Instant::now() + 2 * m.cfg.heartbeat_timeout();
         loop {
+            // Removed from `dropped` once its files are gone: released.
             let held = {
                 let st = m.state.lock();
-                st.servers.iter().any(|(sid, l)| {
-                    let since = l.beats - beats_at_drop.get(sid).copied().unwrap_or(0);
-                    since < 2 || l.hosted.iter().any(|(t, _)| *t == id)
-                })
+                st.dropped.contains_key(&id) && !st.released(id)
             };
             if !held || Instant::now() >= deadline {
                 break;
