@@ -1,8 +1,11 @@
 //! `tablinum up` as a new user runs it: one process on a data directory,
-//! tables created and dropped, stopped with SIGTERM. Its log (JSON lines
-//! on standard error, as `TABLINUM_LOG_FORMAT=json` writes them) is read
-//! back: creating and dropping a table are logged at INFO with who did it,
-//! and nothing a normal drop does is a warning or an error.
+//! tables created and dropped, stopped with SIGTERM and started again on
+//! the same directory. Its log (JSON lines on standard error, as
+//! `TABLINUM_LOG_FORMAT=json` writes them) is read back: creating and
+//! dropping a table are logged at INFO with who did it, and nothing a
+//! normal drop does is a warning or an error. After a restart, the very
+//! first status lists only the tablet server really running, with every
+//! tablet on it.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -145,5 +148,47 @@ fn dropping_a_table_logs_who_did_it_and_no_warning() {
         .filter(|e| matches!(message(e), "table created" | "table dropped"))
     {
         assert_eq!(e["level"], "INFO", "{e}");
+    }
+}
+
+/// Issue 9: after `tablinum up` was stopped and started again, status
+/// showed the stopped process's tablet server as live, with the tablets,
+/// until its heartbeat timeout ran out.
+#[test]
+fn after_a_restart_the_first_status_shows_only_the_running_tablet_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    let (up, addr) = spawn_up(&data, &home, &dir.path().join("up1.log"));
+    let mut procs = Procs(vec![up]);
+    let admin = tablinum_auth::files::load_token_file(&data.join("admin.token")).unwrap();
+    let c = client_as(&addr, &admin);
+    c.create_table("demo", Split::Even(4), Durability::Sync)
+        .unwrap();
+    for k in KEY_PER_TABLET {
+        c.put("demo", k, b"before the restart").unwrap();
+    }
+    let first = c.status().unwrap();
+    assert_eq!(first.servers.len(), 1, "{first:?}");
+    let old = first.servers[0].id.clone();
+    drop(c);
+    stop(&mut procs.0[0]);
+
+    let (up, addr) = spawn_up(&data, &home, &dir.path().join("up2.log"));
+    procs.0.push(up);
+    let c = client_as(&addr, &admin);
+    // The very first status: the new server alone, holding every tablet
+    // (the old one left cleanly; it is neither listed nor waited for).
+    let s = c.status().unwrap();
+    assert_eq!(s.servers.len(), 1, "{s:?}");
+    assert_ne!(s.servers[0].id, old, "{s:?}");
+    assert_eq!(s.servers[0].address, addr, "{s:?}");
+    assert_eq!(s.servers[0].tablets, 4, "{s:?}");
+    assert_eq!(s.tablets_unassigned, 0, "{s:?}");
+    for k in KEY_PER_TABLET {
+        assert_eq!(
+            c.get("demo", k).unwrap().as_deref(),
+            Some(&b"before the restart"[..])
+        );
     }
 }

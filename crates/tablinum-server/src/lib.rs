@@ -101,7 +101,10 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops serving, then closes every tablet and the metadata store.
+    /// Stops serving, then closes every tablet and the metadata store. A
+    /// tablet server stopping beside its manager (`tablinum up`) is
+    /// forgotten once its tablets are closed, so the next start does not
+    /// wait for it or show it as live.
     pub async fn shutdown(self) {
         for s in self.sservers {
             Box::pin(s.shutdown()).await;
@@ -114,6 +117,11 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(ts) = &node.tserver {
                 ts.close_all();
+                if let Some(m) = &node.manager {
+                    if let Err(e) = m.server_left(ts.id()) {
+                        tracing::warn!(error = %e.message(), "cannot record that the tablet server left");
+                    }
+                }
             }
             if let Some(m) = &node.manager {
                 m.close();
@@ -192,6 +200,7 @@ pub async fn start(
         }
         None => None,
     };
+    let mgr_ts = mgr.clone().zip(ts.clone());
     let node = http::Node::new(mgr.clone(), ts.clone(), verifier.clone());
     let http_tls = match &tls {
         Some(t) => Some(http::tls_acceptor(t)?),
@@ -250,6 +259,15 @@ pub async fn start(
             tracing::error!(error = %e, "gRPC server stopped");
         }
     }));
+    // Both roles here: ready once the tablet server has reported to its
+    // manager, so a status asked for at once lists it (bounded: a slow
+    // first heartbeat only delays readiness).
+    if let Some((m, t)) = mgr_ts {
+        let deadline = std::time::Instant::now() + FIRST_REPORT_WAIT;
+        while !m.server_reported(t.id()) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
     Ok(Running {
         grpc,
         http,
@@ -259,6 +277,10 @@ pub async fn start(
         tasks,
     })
 }
+
+/// How long [`start`] of both roles waits for the tablet server's first
+/// report to its manager before it returns anyway.
+const FIRST_REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Starts a scan server in this process (its own gRPC and HTTP ports).
 /// Must run on a multi-thread tokio runtime.

@@ -9,7 +9,9 @@
 //! from its journal under the shared storage root), balancing moves
 //! tablets while counts differ by more than `BALANCE_SLACK`, and a stall of
 //! the manager itself judges nobody. It removes a dropped table's files
-//! once every server has let go of them (`State::released`). Table
+//! once every server has let go of them (`State::released`). A server is
+//! shown as live only once it has heartbeated to this manager (after a
+//! restart, the servers of the metadata are candidates until then). Table
 //! creation and drops are logged at INFO with the caller.
 //!
 //! Never touches a tablet's files while a live server may hold them open.
@@ -431,6 +433,28 @@ impl Manager {
         Ok((rec, t.token))
     }
 
+    /// Whether tablet server `id` has heartbeated to this manager.
+    pub fn server_reported(&self, id: &str) -> bool {
+        self.state
+            .lock()
+            .servers
+            .get(id)
+            .is_some_and(|l| l.reported)
+    }
+
+    /// Forgets tablet server `id`, which is stopping and holds no tablet
+    /// any more: its record leaves the metadata, so a manager started
+    /// later does not wait a heartbeat timeout for it, and its tablets go
+    /// to other servers at the next placement pass.
+    pub fn server_left(&self, id: &str) -> Result<(), Status> {
+        let mut st = self.state.lock();
+        if st.servers.remove(id).is_some() {
+            self.delete(&[KEY_SERVER, id.as_bytes()].concat())?;
+            tracing::info!(server = %id, "tablet server left");
+        }
+        Ok(())
+    }
+
     /// Closes the metadata store.
     pub fn close(&self) {
         let _ = self.store.close();
@@ -614,12 +638,15 @@ fn table_msg(t: &TableRecord) -> v1::Table {
     }
 }
 
+/// Tablets not on a live server: unassigned, or assigned to a server that
+/// has not reported to this manager (after a restart, the servers in the
+/// metadata are only candidates until they heartbeat).
 fn unassigned(st: &State) -> u32 {
     let n = st
         .tables
         .values()
         .flat_map(|t| &t.tablets)
-        .filter(|t| !st.servers.contains_key(&t.server_id))
+        .filter(|t| !st.servers.get(&t.server_id).is_some_and(|l| l.reported))
         .count();
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -641,6 +668,9 @@ fn scan_server_statuses(st: &State, timeout: Duration, group: &str) -> Vec<v1::S
     v
 }
 
+/// The live tablet servers: those that have heartbeated to this manager
+/// (a server known from the metadata but silent since the manager started
+/// may be long gone, so it is not shown until it reports).
 fn server_statuses(st: &State) -> Vec<v1::ServerStatus> {
     let mut counts: HashMap<&str, u32> = HashMap::new();
     for tab in st.tables.values().flat_map(|t| &t.tablets) {
@@ -649,6 +679,7 @@ fn server_statuses(st: &State) -> Vec<v1::ServerStatus> {
     let mut v: Vec<v1::ServerStatus> = st
         .servers
         .iter()
+        .filter(|(_, l)| l.reported)
         .map(|(id, l)| v1::ServerStatus {
             id: id.clone(),
             address: l.address.clone(),
