@@ -206,9 +206,54 @@ pub struct RunSummary {
     /// Bytes the target occupied on disk at the end, when it reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<u64>,
+    /// Bytes the run's process read from and wrote to storage during the
+    /// measured period (`/proc/self/io`), background work included: with
+    /// the bytes of values written, the write amplification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_io: Option<DiskIo>,
     /// Why `summary.png` could not be drawn, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_error: Option<String>,
+}
+
+/// Storage I/O of a process (`read_bytes` and `write_bytes` of
+/// `/proc/PID/io`: what reached the block layer, not the page cache).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskIo {
+    /// Bytes read from storage.
+    pub read_bytes: u64,
+    /// Bytes written to storage (dirtied pages written back, direct writes).
+    pub write_bytes: u64,
+}
+
+impl DiskIo {
+    /// This process's counters so far; `None` where `/proc/self/io` is not
+    /// readable (not Linux, no task I/O accounting).
+    pub fn of_this_process() -> Option<DiskIo> {
+        DiskIo::parse(&std::fs::read_to_string("/proc/self/io").ok()?)
+    }
+
+    /// Parses the text of `/proc/PID/io`; `None` when a counter is missing
+    /// or malformed.
+    pub fn parse(text: &str) -> Option<DiskIo> {
+        let field = |name: &str| -> Option<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        Some(DiskIo {
+            read_bytes: field("read_bytes")?,
+            write_bytes: field("write_bytes")?,
+        })
+    }
+
+    /// What happened between `before` and `self`.
+    pub fn since(self, before: DiskIo) -> DiskIo {
+        DiskIo {
+            read_bytes: self.read_bytes.saturating_sub(before.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(before.write_bytes),
+        }
+    }
 }
 
 impl RunSummary {
@@ -307,6 +352,28 @@ pub fn rfc3339_utc(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_io_is_parsed_and_bad_text_refused() {
+        let text = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n";
+        let io = DiskIo::parse(text).unwrap();
+        assert_eq!((io.read_bytes, io.write_bytes), (4096, 8192));
+        assert_eq!(
+            DiskIo {
+                read_bytes: 5000,
+                write_bytes: 9000
+            }
+            .since(io),
+            DiskIo {
+                read_bytes: 904,
+                write_bytes: 808
+            }
+        );
+        assert_eq!(DiskIo::parse("read_bytes: x\nwrite_bytes: 1\n"), None);
+        assert_eq!(DiskIo::parse("rchar: 1\n"), None);
+        // This process has counters on Linux.
+        assert!(DiskIo::of_this_process().is_some());
+    }
 
     #[test]
     fn csv_lines_match_basho_bench_formatting() {

@@ -144,6 +144,7 @@ pub fn run_with_options(
     let ops = workload.operations.enabled();
     let mut csv = CsvWriter::create(out_dir, &ops)?;
     let started_at = output::rfc3339_utc(SystemTime::now());
+    let io_before = output::DiskIo::of_this_process();
     let t0 = Instant::now();
     let deadline = workload.duration_s.map(|d| t0 + Duration::from_secs_f64(d));
     let period_s = match workload.mode {
@@ -284,6 +285,9 @@ pub fn run_with_options(
         &ops,
     );
     summary.preload = preload;
+    summary.disk_io = io_before
+        .zip(output::DiskIo::of_this_process())
+        .map(|(before, after)| after.since(before));
     output::write_errors_csv(out_dir, &cumulative.errors)?;
     if options.chart {
         let title = format!(
@@ -375,6 +379,7 @@ fn summarize(
         last_window_ops_per_sec,
         last_window_s,
         disk_bytes: target.disk_bytes(),
+        disk_io: None,
         chart_error: None,
     }
 }

@@ -1026,6 +1026,7 @@ pub(super) mod tests {
             last_window_ops_per_sec: 123_456.7,
             last_window_s: 360.0,
             disk_bytes: None,
+            disk_io: None,
             chart_error: None,
         }
     }

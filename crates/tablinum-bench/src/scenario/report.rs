@@ -57,6 +57,15 @@ pub struct RunMetrics {
     pub failed_ops: u64,
     /// Bytes on disk at the end, when the target reports it.
     pub disk_bytes: Option<u64>,
+    /// Bytes the run read from storage during the measured period.
+    #[serde(default)]
+    pub disk_read_bytes: Option<u64>,
+    /// Bytes the run wrote to storage during the measured period.
+    #[serde(default)]
+    pub disk_write_bytes: Option<u64>,
+    /// Successful operations of the run, all kinds.
+    #[serde(default)]
+    pub ops: u64,
 }
 
 impl RunMetrics {
@@ -84,6 +93,9 @@ impl RunMetrics {
             data_written_bytes: updates.saturating_mul(s.workload.value_size_bytes),
             failed_ops: s.failed,
             disk_bytes: s.disk_bytes,
+            disk_read_bytes: s.disk_io.map(|d| d.read_bytes),
+            disk_write_bytes: s.disk_io.map(|d| d.write_bytes),
+            ops: s.successful,
         }
     }
 }
@@ -167,6 +179,13 @@ pub struct TargetReport {
     /// Peak anonymous memory of the run (sampled), bytes (runs under a limit):
     /// the store's own memory; the rest of the limit was its page cache.
     pub max_rss_bytes: Option<Stat>,
+    /// Write amplification: bytes written to storage ÷ value bytes written
+    /// by updates (runs where the process's I/O was accounted).
+    #[serde(default)]
+    pub write_amp: Option<Stat>,
+    /// Bytes read from storage per successful operation.
+    #[serde(default)]
+    pub read_bytes_per_op: Option<Stat>,
     /// Every run of this target, in run order.
     pub runs: Vec<RunRecord>,
 }
@@ -196,6 +215,19 @@ impl TargetReport {
             data_written_bytes: stat(&|m| m.data_written_bytes as f64),
             max_memory_bytes: memory(|m| m.max_usage_bytes),
             max_rss_bytes: memory(|m| m.max_rss_bytes),
+            write_amp: io_stat(&ok, |m| {
+                (m.data_written_bytes > 0)
+                    .then(|| {
+                        m.disk_write_bytes
+                            .map(|w| w as f64 / m.data_written_bytes as f64)
+                    })
+                    .flatten()
+            }),
+            read_bytes_per_op: io_stat(&ok, |m| {
+                (m.ops > 0)
+                    .then(|| m.disk_read_bytes.map(|r| r as f64 / m.ops as f64))
+                    .flatten()
+            }),
             runs,
         }
     }
@@ -371,7 +403,7 @@ impl VariantReport {
                 |t| format!("last {} s", trim_float(t.last_window_s.mean)),
             );
         let mut s = format!(
-            "### {} — {}\n\n| target | runs | avg ops/s | ± sd | {window} ops/s | get p99 µs | update p99 µs | gets found | written{} | peak rss |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "### {} — {}\n\n| target | runs | avg ops/s | ± sd | {window} ops/s | get p99 µs | update p99 µs | gets found | written{} | peak rss | disk writes ÷ data | disk reads/op |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             self.name,
             self.description,
             if memory_limit_bytes.is_some() { " (× limit)" } else { "" },
@@ -387,7 +419,7 @@ impl VariantReport {
             };
             if r.runs_ok == 0 {
                 s.push_str(&format!(
-                    "| {t} | {runs} | – | – | – | – | – | – | – | – |\n"
+                    "| {t} | {runs} | – | – | – | – | – | – | – | – | – | – |\n"
                 ));
                 continue;
             }
@@ -405,7 +437,7 @@ impl VariantReport {
                 None => mib(r.data_written_bytes.mean),
             };
             s.push_str(&format!(
-                "| {t} | {runs} | {} | {sd} | {} | {} | {} | {:.1}% | {written} | {} |\n",
+                "| {t} | {runs} | {} | {sd} | {} | {} | {} | {:.1}% | {written} | {} | {} | {} |\n",
                 thousands(r.ops_per_sec.mean, 1),
                 thousands(r.last_window_ops_per_sec.mean, 1),
                 thousands(r.get_p99_us.mean, 0),
@@ -414,6 +446,13 @@ impl VariantReport {
                 r.max_rss_bytes
                     .as_ref()
                     .map_or_else(|| "–".to_string(), |m| mib(m.mean)),
+                r.write_amp
+                    .as_ref()
+                    .map_or_else(|| "–".to_string(), |w| format!("{:.2}×", w.mean)),
+                r.read_bytes_per_op.as_ref().map_or_else(
+                    || "–".to_string(),
+                    |b| format!("{:.1} KiB", b.mean / 1024.0)
+                ),
             ));
         }
         if !self.deltas.is_empty() {
@@ -429,6 +468,12 @@ impl VariantReport {
         }
         s
     }
+}
+
+/// A statistic over the runs that have it; `None` when none has.
+fn io_stat(ok: &[&RunMetrics], f: impl Fn(&RunMetrics) -> Option<f64>) -> Option<Stat> {
+    let v: Vec<f64> = ok.iter().filter_map(|m| f(m)).collect();
+    (!v.is_empty()).then(|| Stat::of(v))
 }
 
 /// The volume report's summary table over all variants:
@@ -532,6 +577,7 @@ mod tests {
             last_window_ops_per_sec: last,
             last_window_s: 2.0,
             disk_bytes: None,
+            disk_io: None,
             chart_error: None,
         }
     }

@@ -976,6 +976,9 @@ mod tests {
                 data_written_bytes: 100_000 * 8192,
                 failed_ops: 0,
                 disk_bytes: None,
+                disk_read_bytes: Some(400_000 * 4096),
+                disk_write_bytes: Some(2 * 100_000 * 8192),
+                ops: 400_000,
             }),
             memory: Some(CgroupStats {
                 limit_bytes: 256 << 20,
@@ -1096,6 +1099,12 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("\n## Variants\n\n### 8k-sync — "), "{md}");
+        // Write amplification and disk reads per op, from the process's I/O.
+        assert!(
+            md.contains("| disk writes ÷ data | disk reads/op |")
+                && md.contains("| 2.00× | 4.0 KiB |"),
+            "{md}"
+        );
         assert!(
             md.contains("- tablinum vs rocksdb: +100.0% / +100.0%"),
             "{md}"
