@@ -113,6 +113,24 @@ fn looks_like_wrong_protocol(m: &str) -> bool {
         || m.contains("http2 error")
 }
 
+/// An error and its causes on one line, `outer: cause: cause`, leaving out
+/// a cause whose text the line already holds (many errors print their
+/// source in their own message and also return it as `source()`).
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// How long the hint's probe waits for a TCP connection, ms.
 const PROBE_TIMEOUT_MS: u64 = 500;
 
@@ -193,6 +211,30 @@ mod tests {
         let u = anyhow::Error::new(Usage("bad".into())).context("x");
         assert_eq!(classify(&u, None).0, Code::Usage);
         assert_eq!(classify(&anyhow::anyhow!("io"), None).0, Code::Failed);
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot read /x: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(Outer(io)).context("bench run");
+        assert_eq!(
+            one_line(&e),
+            "bench run: cannot read /x: No such file or directory"
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&e), "outer: inner");
     }
 
     #[test]

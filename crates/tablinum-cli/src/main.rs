@@ -227,9 +227,9 @@ fn report(e: &anyhow::Error, cluster: Option<&str>) -> exit::Code {
         return exit::Code::Ok;
     }
     let (code, hint) = exit::classify(e, cluster);
-    // `{:#}` prints the causes on one line and never a backtrace, even
-    // with RUST_BACKTRACE set: a user error is not a crash.
-    eprintln!("error: {e:#}");
+    // The causes on one line, each once, and never a backtrace, even with
+    // RUST_BACKTRACE set: a user error is not a crash.
+    eprintln!("error: {}", exit::one_line(e));
     if let Some(h) = hint {
         eprintln!("hint: {h}");
     }

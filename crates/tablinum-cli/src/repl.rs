@@ -166,7 +166,7 @@ fn read_loop(
 /// Prints an error as the one-shot CLI would, without exiting.
 fn print_error(e: &anyhow::Error, cluster: Option<&str>) {
     let (_, hint) = crate::exit::classify(e, cluster);
-    eprintln!("error: {e:#}");
+    eprintln!("error: {}", crate::exit::one_line(e));
     if let Some(h) = hint {
         eprintln!("hint: {h}");
     }
