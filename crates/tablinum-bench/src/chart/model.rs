@@ -819,6 +819,16 @@ pub fn summary_model(
     }
 }
 
+/// The legend column right of a panel `h` high at `y`, in a chart `w` wide.
+fn side_legend_rect(w: u32, y: u32, h: u32) -> Rect {
+    Rect {
+        x: w - SCENARIO_LEGEND_WIDTH_PX + BOX_PADDING_PX,
+        y: y + BOX_PADDING_PX,
+        w: SCENARIO_LEGEND_WIDTH_PX - 2 * BOX_PADDING_PX,
+        h: h - 2 * BOX_PADDING_PX,
+    }
+}
+
 /// The model of `compare.png`: every run's throughput per interval, coloured
 /// by group, the legend on the right.
 pub fn compare_model(title: &str, runs: &[RunSeries]) -> ChartModel {
@@ -842,16 +852,7 @@ pub fn compare_model(title: &str, runs: &[RunSeries]) -> ChartModel {
             },
         })
         .collect();
-    let legend = legend_of(
-        Rect {
-            x: w - SCENARIO_LEGEND_WIDTH_PX + BOX_PADDING_PX,
-            y: TITLE_HEIGHT_PX + BOX_PADDING_PX,
-            w: SCENARIO_LEGEND_WIDTH_PX - 2 * BOX_PADDING_PX,
-            h: h - 2 * BOX_PADDING_PX,
-        },
-        "",
-        &series,
-    );
+    let legend = legend_of(side_legend_rect(w, TITLE_HEIGHT_PX, h), "", &series);
     let panel = panel_model(
         "Throughput per interval".into(),
         Rect {
@@ -904,12 +905,7 @@ pub fn panels_model(title: &str, panels: &[Panel]) -> ChartModel {
             })
             .collect();
         out.legends.push(legend_of(
-            Rect {
-                x: w - SCENARIO_LEGEND_WIDTH_PX + BOX_PADDING_PX,
-                y: y + BOX_PADDING_PX,
-                w: SCENARIO_LEGEND_WIDTH_PX - 2 * BOX_PADDING_PX,
-                h: THROUGHPUT_PANEL_HEIGHT_PX - 2 * BOX_PADDING_PX,
-            },
+            side_legend_rect(w, y, THROUGHPUT_PANEL_HEIGHT_PX),
             "",
             &series,
         ));
