@@ -113,6 +113,15 @@ fn looks_like_wrong_protocol(m: &str) -> bool {
         || m.contains("http2 error")
 }
 
+/// Whether the error is a closed output pipe (`tablinum scan t | head`):
+/// the reader is done, which is not a failure.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// An error and its causes on one line, `outer: cause: cause`, leaving out
 /// a cause whose text the line already holds (many errors print their
 /// source in their own message and also return it as `source()`).

@@ -220,10 +220,7 @@ fn main() {
 /// Prints an error (and a hint when one helps) and returns its exit code.
 /// A closed output pipe (`tablinum scan t | head`) is not a failure.
 fn report(e: &anyhow::Error, cluster: Option<&str>) -> exit::Code {
-    if e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    }) {
+    if exit::is_broken_pipe(e) {
         return exit::Code::Ok;
     }
     let (code, hint) = exit::classify(e, cluster);

@@ -54,31 +54,43 @@ pub enum Field<'a> {
 
 /// Writes rows with named columns in one [`Format`].
 pub struct RowWriter<W: Write> {
-    out: W,
+    sink: Sink<W>,
     format: Format,
     columns: Vec<&'static str>,
-    csv: Option<csv::Writer<W>>,
     header_done: bool,
+}
+
+/// Where rows go: CSV through the `csv` crate's writer, the rest as lines.
+enum Sink<W: Write> {
+    Lines(W),
+    Csv(Box<csv::Writer<W>>),
+}
+
+impl RowWriter<std::io::BufWriter<std::io::Stdout>> {
+    /// A writer of rows to (buffered) standard output.
+    pub fn stdout(format: Format, columns: &[&'static str]) -> Self {
+        RowWriter::new(std::io::BufWriter::new(std::io::stdout()), format, columns)
+    }
 }
 
 impl<W: Write> RowWriter<W> {
     /// A writer of rows with these columns; the header (csv, tsv) is
     /// written with the first row, or by [`RowWriter::finish`] when there
     /// is none.
-    pub fn new(out: W, format: Format, columns: &[&'static str]) -> Self
-    where
-        W: Clone,
-    {
-        let csv = (format == Format::Csv).then(|| {
-            csv::WriterBuilder::new()
-                .has_headers(false)
-                .from_writer(out.clone())
-        });
+    pub fn new(out: W, format: Format, columns: &[&'static str]) -> Self {
+        let sink = if format == Format::Csv {
+            Sink::Csv(Box::new(
+                csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .from_writer(out),
+            ))
+        } else {
+            Sink::Lines(out)
+        };
         RowWriter {
-            out,
+            sink,
             format,
             columns: columns.to_vec(),
-            csv,
             header_done: false,
         }
     }
@@ -88,15 +100,10 @@ impl<W: Write> RowWriter<W> {
             return Ok(());
         }
         self.header_done = true;
-        match self.format {
-            Format::Tsv => writeln!(self.out, "{}", self.columns.join("\t")),
-            Format::Csv => {
-                if let Some(w) = &mut self.csv {
-                    w.write_record(&self.columns).map_err(csv_io)?;
-                }
-                Ok(())
-            }
-            Format::Text | Format::Json => Ok(()),
+        match (&mut self.sink, self.format) {
+            (Sink::Lines(o), Format::Tsv) => writeln!(o, "{}", self.columns.join("\t")),
+            (Sink::Csv(w), _) => w.write_record(&self.columns).map_err(csv_io),
+            _ => Ok(()),
         }
     }
 
@@ -104,16 +111,8 @@ impl<W: Write> RowWriter<W> {
     pub fn row(&mut self, fields: &[Field<'_>]) -> std::io::Result<()> {
         debug_assert_eq!(fields.len(), self.columns.len(), "one field per column");
         self.header()?;
-        match self.format {
-            Format::Text => {
-                let line: Vec<String> = fields.iter().map(|f| text_field(*f)).collect();
-                writeln!(self.out, "{}", line.join("\t"))
-            }
-            Format::Tsv => {
-                let line: Vec<String> = fields.iter().map(|f| tsv_field(*f)).collect();
-                writeln!(self.out, "{}", line.join("\t"))
-            }
-            Format::Csv => {
+        let o = match &mut self.sink {
+            Sink::Csv(w) => {
                 let rec: Vec<Vec<u8>> = fields
                     .iter()
                     .map(|f| match f {
@@ -122,28 +121,39 @@ impl<W: Write> RowWriter<W> {
                         Field::Num(n) => n.to_string().into_bytes(),
                     })
                     .collect();
-                if let Some(w) = &mut self.csv {
-                    w.write_record(&rec).map_err(csv_io)?;
-                }
-                Ok(())
+                return w.write_record(&rec).map_err(csv_io);
+            }
+            Sink::Lines(o) => o,
+        };
+        match self.format {
+            Format::Tsv => {
+                let line: Vec<String> = fields.iter().map(|f| tsv_field(*f)).collect();
+                writeln!(o, "{}", line.join("\t"))
             }
             Format::Json => {
                 let mut obj = serde_json::Map::new();
                 for (c, f) in self.columns.iter().zip(fields) {
                     put_json(&mut obj, c, *f);
                 }
-                writeln!(self.out, "{}", serde_json::Value::Object(obj))
+                writeln!(o, "{}", serde_json::Value::Object(obj))
+            }
+            Format::Text | Format::Csv => {
+                let line: Vec<String> = fields.iter().map(|f| text_field(*f)).collect();
+                writeln!(o, "{}", line.join("\t"))
             }
         }
     }
 
-    /// Writes the header if no row did, and flushes.
-    pub fn finish(mut self) -> std::io::Result<()> {
+    /// Writes the header if no row did, flushes, and returns the output.
+    pub fn finish(mut self) -> std::io::Result<W> {
         self.header()?;
-        if let Some(w) = &mut self.csv {
-            w.flush()?;
+        match self.sink {
+            Sink::Lines(mut o) => {
+                o.flush()?;
+                Ok(o)
+            }
+            Sink::Csv(w) => w.into_inner().map_err(|e| e.into_error()),
         }
-        self.out.flush()
     }
 }
 
@@ -239,64 +249,20 @@ pub fn get_json_bytes(
     }
 }
 
-/// A shared handle on standard output that rows and CSV both write to
-/// (`Send`, so a query's row callback can hold it).
-#[derive(Clone)]
-pub struct Stdout(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::io::Stdout>>>);
-
-impl Stdout {
-    /// Buffered standard output.
-    pub fn new() -> Self {
-        Stdout(std::sync::Arc::new(std::sync::Mutex::new(
-            std::io::BufWriter::new(std::io::stdout()),
-        )))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::io::BufWriter<std::io::Stdout>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl Write for Stdout {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.lock().write(buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.lock().flush()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Clone, Default)]
-    struct Buf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn render(format: Format, rows: &[[Field<'_>; 3]]) -> String {
         String::from_utf8(render_bytes(format, rows)).unwrap()
     }
 
     fn render_bytes(format: Format, rows: &[[Field<'_>; 3]]) -> Vec<u8> {
-        let buf = Buf::default();
-        let mut w = RowWriter::new(buf.clone(), format, &["key", "value", "n"]);
+        let mut w = RowWriter::new(Vec::new(), format, &["key", "value", "n"]);
         for r in rows {
             w.row(r).unwrap();
         }
-        w.finish().unwrap();
-        let v = buf.0.borrow().clone();
-        v
+        w.finish().unwrap()
     }
 
     const ODD: &[u8] = b"a\tb\nc\\\xff";

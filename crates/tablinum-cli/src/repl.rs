@@ -13,7 +13,7 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -21,7 +21,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::Helper;
 
-use crate::verbs::{Outcome, Session, Verb, VERB_NAMES};
+use crate::verbs::{Outcome, Session, Verb};
 
 /// History entries kept.
 const HISTORY_ENTRIES_MAX: usize = 1000;
@@ -39,22 +39,30 @@ struct Line {
     verb: Verb,
 }
 
-/// Verbs whose first argument is a table name.
-const TABLE_VERBS: &[&str] = &[
-    "put", "get", "head", "delete", "flush", "scan", "import", "export",
-];
-/// `table` subcommands.
-const TABLE_SUBCOMMANDS: &[&str] = &["create", "drop", "list", "map"];
+/// The id of a positional argument that names an existing table: the
+/// shell completes table names there.
+const TABLE_ARG: &str = "table";
 
-/// Completes verbs and table names.
+/// Completes command words and table names.
 struct Complete {
-    /// The first words of a command.
-    verbs: Vec<&'static str>,
-    /// Known table names (refreshed after `table create` / `drop`).
+    /// What the first words may be.
+    words: Words,
+    /// Known table names (refreshed after `table ...` commands).
     tables: Arc<Mutex<Vec<String>>>,
-    /// Complete table names and `table` subcommands (the cluster shell).
-    cluster: bool,
 }
+
+/// The command words a shell knows.
+enum Words {
+    /// The cluster shell: the clap definitions of its verbs, so completion
+    /// follows them (subcommands, and a table name where an argument has
+    /// the id [`TABLE_ARG`]).
+    Tree(Box<clap::Command>),
+    /// The local shell: first words only.
+    Flat(&'static [&'static str]),
+}
+
+/// Words every shell takes besides its commands.
+const SHELL_WORDS: [&str; 2] = ["help", "quit"];
 
 impl Complete {
     /// Candidates for the word at `pos`, and where it starts. Pure.
@@ -63,18 +71,50 @@ impl Complete {
         let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
         let word = &before[start..];
         let prev: Vec<&str> = before[..start].split_whitespace().collect();
-        let pool: Vec<String> = match (prev.as_slice(), self.cluster) {
-            ([], _) => self.verbs.iter().map(|s| s.to_string()).collect(),
-            (["help"], _) => self.verbs.iter().map(|s| s.to_string()).collect(),
-            (["table"], true) => TABLE_SUBCOMMANDS.iter().map(|s| s.to_string()).collect(),
-            (["table", "drop" | "map"], true) => self.tables(),
-            ([v], true) if TABLE_VERBS.contains(v) => self.tables(),
-            _ => Vec::new(),
+        let pool: Vec<String> = match &self.words {
+            Words::Flat(w) if prev.is_empty() => w.iter().map(|s| s.to_string()).collect(),
+            Words::Flat(_) => Vec::new(),
+            Words::Tree(root) => self.in_tree(root, &prev),
         };
         let mut c: Vec<String> = pool.into_iter().filter(|p| p.starts_with(word)).collect();
         c.sort();
         c.dedup();
         (start, c)
+    }
+
+    /// What may follow `prev` in the command tree: the subcommands of the
+    /// command it names, or table names when that command's first
+    /// positional argument is a table.
+    fn in_tree(&self, root: &clap::Command, prev: &[&str]) -> Vec<String> {
+        let top = || {
+            root.get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .chain(SHELL_WORDS.map(String::from))
+                .collect()
+        };
+        let path = match prev {
+            [] | ["help"] => return top(),
+            ["help", ..] => return Vec::new(),
+            p => p,
+        };
+        let mut cmd = root;
+        for w in path {
+            match cmd.find_subcommand(w) {
+                Some(c) => cmd = c,
+                // Past the command words: arguments are not completed.
+                None => return Vec::new(),
+            }
+        }
+        if cmd.has_subcommands() {
+            return cmd
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+        }
+        match cmd.get_positionals().next() {
+            Some(a) if a.get_id() == TABLE_ARG => self.tables(),
+            _ => Vec::new(),
+        }
     }
 
     fn tables(&self) -> Vec<String> {
@@ -184,12 +224,9 @@ pub fn run(mut s: Session) -> anyhow::Result<()> {
             tablinum_server::VERSION
         );
     }
-    let mut verbs: Vec<&'static str> = VERB_NAMES.to_vec();
-    verbs.extend(["help", "quit"]);
     let complete = Complete {
-        verbs,
+        words: Words::Tree(Box::new(Line::command())),
         tables: tables.clone(),
-        cluster: true,
     };
     let prompt = format!("tablinum {addr}> ");
     read_loop(&prompt, complete, &mut |line| {
@@ -215,10 +252,7 @@ pub fn run(mut s: Session) -> anyhow::Result<()> {
         match crate::verbs::run(&mut s, parsed.verb) {
             Ok(Outcome::Done | Outcome::NotFound) => {}
             Err(e) => {
-                if e.chain().any(|c| {
-                    c.downcast_ref::<std::io::Error>()
-                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-                }) {
+                if crate::exit::is_broken_pipe(&e) {
                     return false;
                 }
                 print_error(&e, Some(&addr));
@@ -248,9 +282,8 @@ pub fn run_local(store: &tablinum_engine::Store, dir: &Path) -> anyhow::Result<(
         println!("tablinum shell; type help");
     }
     let complete = Complete {
-        verbs: crate::shell::COMMANDS.to_vec(),
+        words: Words::Flat(crate::shell::COMMANDS),
         tables: Arc::new(Mutex::new(Vec::new())),
-        cluster: false,
     };
     let prompt = format!("tablinum local:{}> ", dir.display());
     let mut out = std::io::stdout();
@@ -269,12 +302,9 @@ mod tests {
     use super::*;
 
     fn complete() -> Complete {
-        let mut verbs = VERB_NAMES.to_vec();
-        verbs.extend(["help", "quit"]);
         Complete {
-            verbs,
+            words: Words::Tree(Box::new(Line::command())),
             tables: Arc::new(Mutex::new(vec!["demo".into(), "events".into()])),
-            cluster: true,
         }
     }
 

@@ -44,9 +44,7 @@ pub fn up(
                 "tablinum {} up: cluster ready (manager + tablet server in one process)",
                 tablinum_server::VERSION
             );
-            out!("  grpc     {}", r.grpc);
-            out!("  status   {scheme}://{}/", r.http);
-            out!("  metrics  {scheme}://{}/metrics", r.http);
+            print_endpoints(r, scheme)?;
             for s in &r.sservers {
                 out!(
                     "  sserver  {} (status {scheme}://{}/) serves eventual scans",
@@ -70,6 +68,15 @@ pub fn up(
             Ok(())
         },
     )
+}
+
+/// The banner's endpoint lines: gRPC, the status page and /metrics (the
+/// tests and the harness read the `grpc` and `status` lines).
+fn print_endpoints(r: &tablinum_server::Running, scheme: &str) -> std::io::Result<()> {
+    out!("  grpc     {}", r.grpc);
+    out!("  status   {scheme}://{}/", r.http);
+    out!("  metrics  {scheme}://{}/metrics", r.http);
+    Ok(())
 }
 
 /// Copies the admin token in `token_file` into the user's credentials file
@@ -98,9 +105,7 @@ pub fn sserver(config: PathBuf) -> anyhow::Result<()> {
                 "tablinum {} sserver: ready (group {group})",
                 tablinum_server::VERSION
             );
-            out!("  grpc     {}", r.grpc);
-            out!("  status   http://{}/", r.http);
-            out!("  metrics  http://{}/metrics", r.http);
+            print_endpoints(r, "http")?;
             Ok(())
         },
     )
@@ -125,9 +130,7 @@ pub fn role(config: PathBuf, manager: bool) -> anyhow::Result<()> {
         move || async move { tablinum_server::start(m, t).await },
         |r| {
             out!("tablinum {} {what}: ready", tablinum_server::VERSION);
-            out!("  grpc     {}", r.grpc);
-            out!("  status   http://{}/", r.http);
-            out!("  metrics  http://{}/metrics", r.http);
+            print_endpoints(r, "http")?;
             Ok(())
         },
     )

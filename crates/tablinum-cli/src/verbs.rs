@@ -20,7 +20,7 @@ use tablinum_engine::options::{
 use tablinum_stream::window::WindowMode;
 
 use crate::exit::usage;
-use crate::output::{Field, Format, OutputArg, RowWriter, Stdout};
+use crate::output::{Field, Format, OutputArg, RowWriter};
 use crate::remote::Resolved;
 
 /// `writeln!` to standard output, returning its error (a closed pipe among
@@ -73,11 +73,6 @@ pub enum Verb {
     /// Write a table's objects (or a key range) as JSON lines or CSV.
     Export(crate::transfer::ExportArgs),
 }
-
-/// The names of the verbs, for completion in the shell.
-pub const VERB_NAMES: &[&str] = &[
-    "table", "put", "get", "head", "delete", "flush", "scan", "status", "token", "import", "export",
-];
 
 /// A connection to one cluster, opened on first use and kept (the shell
 /// runs many commands on one).
@@ -184,7 +179,8 @@ pub enum TableCommand {
     /// Drop a table and delete its data (asks for its name unless --yes).
     Drop {
         /// Table name.
-        name: String,
+        #[arg(value_name = "NAME")]
+        table: String,
         /// Do not ask.
         #[arg(long, short = 'y')]
         yes: bool,
@@ -194,7 +190,8 @@ pub enum TableCommand {
     /// Show a table's tablets and their servers.
     Map {
         /// Table name.
-        name: String,
+        #[arg(value_name = "NAME")]
+        table: String,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -277,7 +274,7 @@ fn table(s: &mut Session, cmd: TableCommand) -> anyhow::Result<()> {
                 t.tablets
             );
         }
-        TableCommand::Drop { name, yes } => {
+        TableCommand::Drop { table: name, yes } => {
             if !yes {
                 confirm_drop(&name)?;
             }
@@ -286,11 +283,7 @@ fn table(s: &mut Session, cmd: TableCommand) -> anyhow::Result<()> {
         }
         TableCommand::List(o) => {
             let tables = s.client()?.list_tables()?;
-            let mut w = RowWriter::new(
-                Stdout::new(),
-                o.format,
-                &["name", "id", "tablets", "durability"],
-            );
+            let mut w = RowWriter::stdout(o.format, &["name", "id", "tablets", "durability"]);
             for t in &tables {
                 let d = if t.durability == Durability::Nosync {
                     "nosync"
@@ -315,10 +308,12 @@ fn table(s: &mut Session, cmd: TableCommand) -> anyhow::Result<()> {
             }
             w.finish()?;
         }
-        TableCommand::Map { name, output } => {
+        TableCommand::Map {
+            table: name,
+            output,
+        } => {
             let loc = s.client()?.locations(&name, true)?;
-            let mut w = RowWriter::new(
-                Stdout::new(),
+            let mut w = RowWriter::stdout(
                 output.format,
                 &["tablet", "start", "end", "server", "files"],
             );
@@ -340,19 +335,17 @@ fn table(s: &mut Session, cmd: TableCommand) -> anyhow::Result<()> {
                         tablinum_client::display_key(&t.start, ""),
                         t.files.len()
                     );
-                } else {
-                    w.row(&[
-                        Field::Num(t.id),
-                        Field::Bytes(&t.start),
-                        Field::Bytes(&t.end),
-                        Field::Text(server),
-                        Field::Num(t.files.len() as u64),
-                    ])?;
+                    continue;
                 }
+                w.row(&[
+                    Field::Num(t.id),
+                    Field::Bytes(&t.start),
+                    Field::Bytes(&t.end),
+                    Field::Text(server),
+                    Field::Num(t.files.len() as u64),
+                ])?;
             }
-            if output.format != Format::Text {
-                w.finish()?;
-            }
+            w.finish()?;
         }
     }
     Ok(())
@@ -513,12 +506,8 @@ pub struct GetArgs {
 
 fn get(s: &mut Session, a: GetArgs) -> anyhow::Result<Outcome> {
     let (c, consistency) = a.read.read.open(s)?;
-    let (v, stats) = c.get_with(&a.table, a.key.as_bytes(), &consistency)?;
-    if a.read.stats {
-        print_read_stats(&stats);
-    }
-    let Some(v) = v else {
-        eprintln!("not found: {}", a.key);
+    let read = c.get_with(&a.table, a.key.as_bytes(), &consistency)?;
+    let Some(v) = a.read.found(&a.key, read) else {
         return Ok(Outcome::NotFound);
     };
     match &a.file {
@@ -554,12 +543,8 @@ pub struct HeadArgs {
 
 fn head(s: &mut Session, a: HeadArgs) -> anyhow::Result<Outcome> {
     let (c, consistency) = a.read.read.open(s)?;
-    let (h, stats) = c.head_with(&a.table, a.key.as_bytes(), &consistency)?;
-    if a.read.stats {
-        print_read_stats(&stats);
-    }
-    let Some(h) = h else {
-        eprintln!("not found: {}", a.key);
+    let read = c.head_with(&a.table, a.key.as_bytes(), &consistency)?;
+    let Some(h) = a.read.found(&a.key, read) else {
         return Ok(Outcome::NotFound);
     };
     let hash = format!("{:016x}", h.value_hash);
@@ -594,8 +579,7 @@ fn head(s: &mut Session, a: HeadArgs) -> anyhow::Result<Outcome> {
                 .map(|t| [t.index.as_slice(), b"=", t.term.as_slice()].concat())
                 .collect::<Vec<_>>()
                 .join(&b';');
-            let mut w = RowWriter::new(
-                Stdout::new(),
+            let mut w = RowWriter::stdout(
                 f,
                 &["key", "seq", "value_len", "value_hash", "meta", "index"],
             );
@@ -636,6 +620,24 @@ pub struct PointArgs {
     /// stderr.
     #[arg(long)]
     pub stats: bool,
+}
+
+impl PointArgs {
+    /// What a point read found: prints its stats when asked and "not
+    /// found" on stderr when the key is absent.
+    fn found<T>(
+        &self,
+        key: &str,
+        (v, stats): (Option<T>, tablinum_client::ReadStats),
+    ) -> Option<T> {
+        if self.stats {
+            print_read_stats(&stats);
+        }
+        if v.is_none() {
+            eprintln!("not found: {key}");
+        }
+        v
+    }
 }
 
 /// Where a read goes: `--consistency` and the dispatcher's options.
@@ -794,7 +796,7 @@ fn scan(s: &mut Session, a: ScanArgs) -> anyhow::Result<()> {
         (None, true) => &["key"],
         (None, false) => &["key", "value"],
     };
-    let mut w = RowWriter::new(Stdout::new(), a.output.format, columns);
+    let mut w = RowWriter::stdout(a.output.format, columns);
     let mut err = None;
     // A closed pipe (`| head`) stops the query: no tablet keeps streaming.
     let stats = c.query_until(&q, &mut |r| {
@@ -856,8 +858,7 @@ fn scan(s: &mut Session, a: ScanArgs) -> anyhow::Result<()> {
 fn status(s: &mut Session, format: Format) -> anyhow::Result<()> {
     let st = s.client()?.status()?;
     if format != Format::Text {
-        let mut w = RowWriter::new(
-            Stdout::new(),
+        let mut w = RowWriter::stdout(
             format,
             &[
                 "role",
@@ -975,11 +976,7 @@ fn token(s: &mut Session, cmd: TokenCommand) -> anyhow::Result<()> {
             out!("{}", token.expose());
         }
         TokenCommand::List(o) => {
-            let mut w = RowWriter::new(
-                Stdout::new(),
-                o.format,
-                &["id", "role", "name", "created_ms"],
-            );
+            let mut w = RowWriter::stdout(o.format, &["id", "role", "name", "created_ms"]);
             for t in c.list_tokens()? {
                 let name = if t.name.is_empty() && o.format == Format::Text {
                     "-"

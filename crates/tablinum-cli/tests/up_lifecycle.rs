@@ -8,44 +8,29 @@
 //! tablet on it.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use tablinum_client::{Durability, Split};
 
 mod common;
 
-use common::{client_as, wait_until, Procs, BIN};
+use common::{client_as, spawn_with_endpoints, wait_until, Procs, BIN};
 
 /// Starts `tablinum up` on free ports with its log in `log` (JSON lines,
 /// level info); returns it with its gRPC address.
 fn spawn_up(data: &Path, home: &Path, log: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["up", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["up", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .arg("--data")
         .arg(data)
         .env("XDG_CONFIG_HOME", home)
         .env("TABLINUM_LOG_FORMAT", "json")
         .env("RUST_LOG", "info")
         .env_remove("TABLINUM_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(a) = line.trim().strip_prefix("grpc") {
-                let _ = tx.send(a.trim().to_string());
-            }
-        }
-    });
-    let grpc = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("tablinum up did not print its address");
+        .stderr(File::create(log).unwrap());
+    let (child, grpc, _) = spawn_with_endpoints(cmd, "tablinum up");
     (child, grpc)
 }
 

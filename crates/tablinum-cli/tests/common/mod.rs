@@ -25,48 +25,11 @@ impl Drop for Procs {
     }
 }
 
-/// Starts `tablinum ROLE --config F` and returns it with its gRPC address.
-pub fn spawn_role(role: &str, config: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args([role, "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(a) = line.trim().strip_prefix("grpc") {
-                let _ = tx.send(a.trim().to_string());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{role} did not print its address"));
-    (child, addr)
-}
-
-/// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
-/// returns it with its gRPC and HTTP addresses.
-pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
-    let mut child = Command::new(BIN)
-        .args([
-            "up",
-            "--listen",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--data",
-        ])
-        .arg(data)
-        .env("XDG_CONFIG_HOME", home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+/// Spawns `cmd` (a `tablinum` role) with its stdout piped and reads its
+/// banner; returns it with the gRPC and HTTP addresses of its `grpc` and
+/// `status` lines.
+pub fn spawn_with_endpoints(mut cmd: Command, what: &str) -> (Child, String, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let out = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -84,8 +47,36 @@ pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
     });
     let (grpc, http) = rx
         .recv_timeout(Duration::from_secs(30))
-        .expect("tablinum up did not print its endpoints");
+        .unwrap_or_else(|_| panic!("{what} did not print its endpoints"));
     (child, grpc, http)
+}
+
+/// Starts `tablinum ROLE --config F` and returns it with its gRPC address.
+pub fn spawn_role(role: &str, config: &Path) -> (Child, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args([role, "--config"])
+        .arg(config)
+        .stderr(Stdio::inherit());
+    let (child, grpc, _) = spawn_with_endpoints(cmd, role);
+    (child, grpc)
+}
+
+/// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
+/// returns it with its gRPC and HTTP addresses.
+pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "up",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--data",
+    ])
+    .arg(data)
+    .env("XDG_CONFIG_HOME", home)
+    .stderr(Stdio::inherit());
+    spawn_with_endpoints(cmd, "tablinum up")
 }
 
 pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
