@@ -131,13 +131,27 @@ impl View<'_> {
         if let Some(v) = &e.inline {
             return Ok(v.clone());
         }
-        let seg = self.sv.segments.get(&e.loc.segment).ok_or_else(|| {
-            Error::corrupt(
-                segment::segment_path(&self.files.journal_dir, e.loc.segment, SegmentKind::Write),
-                e.loc.offset,
-                "ledger entry points to a journal segment that is not in the manifest",
-            )
-        })?;
+        // The active memtable is shared with views taken before a segment
+        // roll, so an entry written after this view was taken may point at a
+        // segment the view does not list yet; the store's current view does
+        // (a segment is published before any write goes to it).
+        let seg = match self.sv.segments.get(&e.loc.segment) {
+            Some(seg) => seg.clone(),
+            None => self
+                .gate
+                .and_then(|g| g.current().segments.get(&e.loc.segment).cloned())
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        segment::segment_path(
+                            &self.files.journal_dir,
+                            e.loc.segment,
+                            SegmentKind::Write,
+                        ),
+                        e.loc.offset,
+                        "ledger entry points to a journal segment that is not in the manifest",
+                    )
+                })?,
+        };
         let file = self.files.caches.file(seg.id, &seg.path)?;
         let buf = segment::read_record(&file, &seg.path, e.loc.offset, e.loc.len)?;
         let rec =
