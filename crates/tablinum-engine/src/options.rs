@@ -109,12 +109,26 @@ pub struct Options {
     pub journal_compaction_single_live_pct: u32,
     /// See `journal_compaction_single_live_pct`.
     pub journal_compaction_run_live_pct: u32,
+    /// A journal compaction reads the segments it rewrites at most this
+    /// fast, bytes per second (0: as fast as the disk goes), so that value
+    /// GC under load leaves the disk to GETs. Default
+    /// [`JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT`].
+    pub journal_compaction_bytes_per_s: u64,
     /// A journal compaction hands its segment edit to the next flush and
     /// waits at most this long for that flush before failing. Default 600 s.
     pub journal_compaction_flush_wait_s: u64,
     /// Read-ahead of an object scan: values fetched per batch. Default 64.
     pub scan_readahead_values: usize,
 }
+
+/// Default read rate of a journal compaction, bytes per second (32 MiB/s).
+/// Measured with `bench scenario volume --variants 8k-gc` (24 workers, 768
+/// MiB limit, 2-core machine, ~280 MB/s disk): unpaced, a compaction reads
+/// ~250 MB/s and the store serves 0.43–0.58× its throughput outside it; at
+/// 96, 64, 48 and 32 MiB/s it serves 0.70, 0.78, 0.80 and 0.86× while
+/// reclaiming 81, 59, 44 and 29 MiB/s (`bench/results/2026-11-24-volume-gc-pace-sweep`;
+/// with the default, `bench/results/2026-11-24-volume-gc`: 0.86×).
+pub const JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT: u64 = 32 << 20;
 
 impl Default for Options {
     fn default() -> Self {
@@ -142,6 +156,7 @@ impl Default for Options {
             journal_compaction_run_segments_max: 8,
             journal_compaction_single_live_pct: 30,
             journal_compaction_run_live_pct: 70,
+            journal_compaction_bytes_per_s: JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT,
             journal_compaction_flush_wait_s: 600,
             scan_readahead_values: 64,
         }

@@ -88,6 +88,12 @@ pub const JOURNAL_SEGMENT_MIB_MAX: u64 = 4_096;
 pub const JOURNAL_COMPACTION_INTERVAL_S_DEFAULT: u64 = 3_600;
 /// Longest journal-compaction interval accepted, s (a week).
 pub const JOURNAL_COMPACTION_INTERVAL_S_MAX: u64 = 7 * 86_400;
+/// Read rate of one tablet's journal compaction, MiB/s (the engine's
+/// default: it leaves the disk to GETs while value GC runs under load).
+pub const JOURNAL_COMPACTION_MIB_PER_S_DEFAULT: u64 =
+    tablinum_engine::JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT >> 20;
+/// Largest journal-compaction read rate accepted, MiB/s.
+pub const JOURNAL_COMPACTION_MIB_PER_S_MAX: u64 = 65_536;
 /// Background threads (flushes, compactions) of a server, all tablets.
 pub const BACKGROUND_THREADS_DEFAULT: usize = 2;
 /// Block cache of a server, all tablets, MiB.
@@ -314,6 +320,9 @@ pub struct TserverConfig {
     /// How often each tablet looks for journal segments worth compacting, s
     /// (1..=`JOURNAL_COMPACTION_INTERVAL_S_MAX`).
     pub journal_compaction_interval_s: u64,
+    /// Each tablet's journal compaction reads at most this fast, MiB/s
+    /// (0..=`JOURNAL_COMPACTION_MIB_PER_S_MAX`; 0: as fast as the disk goes).
+    pub journal_compaction_mib_per_s: u64,
     /// Background threads running every tablet's flushes and compactions.
     pub background_threads: usize,
     /// Block cache shared by every tablet, MiB.
@@ -360,6 +369,7 @@ impl Default for TserverConfig {
             flush_max_age_ms: FLUSH_MAX_AGE_MS_DEFAULT,
             journal_segment_mib: JOURNAL_SEGMENT_MIB_DEFAULT,
             journal_compaction_interval_s: JOURNAL_COMPACTION_INTERVAL_S_DEFAULT,
+            journal_compaction_mib_per_s: JOURNAL_COMPACTION_MIB_PER_S_DEFAULT,
             background_threads: BACKGROUND_THREADS_DEFAULT,
             block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
             open_files_max: OPEN_FILES_MAX_DEFAULT,
@@ -453,6 +463,12 @@ impl TserverConfig {
             return Err(format!(
                 "journal_compaction_interval_s = {} is outside 1..={JOURNAL_COMPACTION_INTERVAL_S_MAX}",
                 self.journal_compaction_interval_s
+            ));
+        }
+        if self.journal_compaction_mib_per_s > JOURNAL_COMPACTION_MIB_PER_S_MAX {
+            return Err(format!(
+                "journal_compaction_mib_per_s = {} is outside 0..={JOURNAL_COMPACTION_MIB_PER_S_MAX}",
+                self.journal_compaction_mib_per_s
             ));
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
@@ -705,5 +721,29 @@ mod tests {
             ..TserverConfig::default()
         };
         assert!(matches!(bad.validate(), Err(Error::Config(m)) if m.contains("stream_limit 0")));
+    }
+
+    #[test]
+    fn journal_compaction_rate_is_read_and_checked() {
+        let c: ConfigFile = toml::from_str(
+            "[tserver]
+journal_compaction_mib_per_s = 0
+",
+        )
+        .unwrap();
+        let t = c.tserver.unwrap();
+        assert_eq!(t.journal_compaction_mib_per_s, 0);
+        assert!(t.validate().is_ok());
+        assert_eq!(
+            TserverConfig::default().journal_compaction_mib_per_s << 20,
+            tablinum_engine::JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT
+        );
+        let bad = TserverConfig {
+            journal_compaction_mib_per_s: JOURNAL_COMPACTION_MIB_PER_S_MAX + 1,
+            ..TserverConfig::default()
+        };
+        assert!(
+            matches!(bad.validate(), Err(Error::Config(m)) if m.contains("journal_compaction_mib_per_s"))
+        );
     }
 }

@@ -36,6 +36,47 @@ pub fn in_window(hour: u8, (start, end): (u8, u8)) -> bool {
     }
 }
 
+/// Least time a [`Pacer`] sleeps at once, milliseconds (shorter sleeps cost
+/// more than they smooth).
+const PACE_SLEEP_MS_MIN: u64 = 10;
+
+/// Keeps the bytes a loop reads at or below a rate by sleeping whenever it
+/// runs ahead of it; a rate of 0 never sleeps.
+struct Pacer {
+    start: Instant,
+    bytes_per_s: u64,
+    done: u64,
+}
+
+impl Pacer {
+    fn new(bytes_per_s: u64) -> Pacer {
+        Pacer {
+            start: Instant::now(),
+            bytes_per_s,
+            done: 0,
+        }
+    }
+
+    /// Counts `n` more bytes; sleeps until they are due.
+    fn add(&mut self, n: u64) {
+        self.done += n;
+        if let Some(ahead) = self.ahead() {
+            std::thread::sleep(ahead);
+        }
+    }
+
+    /// How far ahead of the rate the loop is, when it is by at least
+    /// [`PACE_SLEEP_MS_MIN`].
+    fn ahead(&self) -> Option<Duration> {
+        if self.bytes_per_s == 0 {
+            return None;
+        }
+        let due = Duration::from_secs_f64(self.done as f64 / self.bytes_per_s as f64);
+        due.checked_sub(self.start.elapsed())
+            .filter(|d| *d >= Duration::from_millis(PACE_SLEEP_MS_MIN))
+    }
+}
+
 impl Inner {
     pub(super) fn scheduled_journal_compaction(&self) -> Result<()> {
         let inner = self;
@@ -109,6 +150,7 @@ impl Inner {
             segments_compacted: run.clone(),
             ..Default::default()
         };
+        let mut pace = Pacer::new(inner.opts.journal_compaction_bytes_per_s);
         let mut writer: Option<SegmentWriter> = None;
         let mut new_metas: Vec<SegmentMeta> = Vec::new();
         let mut relocs: Vec<(Vec<u8>, u64, Loc, Loc)> = Vec::new();
@@ -123,6 +165,7 @@ impl Inner {
                 false,
                 sm.scan_limit(),
                 |off, len, rec| {
+                    pace.add(u64::from(len));
                     let lk = entry::object_key(rec.key);
                     let cur = lookup(&sv, &lk)?;
                     let here = Loc {
@@ -295,5 +338,32 @@ mod tests {
         assert!(in_window(23, (22, 4)) && in_window(3, (22, 4)));
         assert!(!in_window(4, (22, 4)) && !in_window(12, (22, 4)));
         assert!(!in_window(7, (7, 7)));
+    }
+
+    #[test]
+    fn a_pacer_is_ahead_only_when_bytes_come_faster_than_its_rate() {
+        let mut unpaced = Pacer::new(0);
+        unpaced.done = u64::MAX / 2;
+        assert_eq!(unpaced.ahead(), None);
+        // 1 MiB/s: 4 MiB at once is ~4 s ahead; a few bytes are not worth a sleep.
+        let mut p = Pacer::new(1 << 20);
+        p.done = 4 << 20;
+        let ahead = p.ahead().unwrap_or_default();
+        assert!(
+            ahead > Duration::from_secs(3) && ahead <= Duration::from_secs(4),
+            "{ahead:?}"
+        );
+        let mut p = Pacer::new(1 << 20);
+        p.done = 100;
+        assert_eq!(p.ahead(), None);
+        // A real sleep: 200 KiB at 2 MiB/s takes about 100 ms.
+        let mut p = Pacer::new(2 << 20);
+        let t = Instant::now();
+        p.add(200 << 10);
+        assert!(
+            t.elapsed() >= Duration::from_millis(90),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }
