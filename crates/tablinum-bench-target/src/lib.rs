@@ -36,6 +36,15 @@ impl std::fmt::Display for TargetError {
 
 impl std::error::Error for TargetError {}
 
+/// What one [`Target::reclaim`] call rewrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reclaimed {
+    /// Bytes of the files it rewrote (0: nothing was worth reclaiming).
+    pub bytes_before: u64,
+    /// Bytes of the files that replaced them.
+    pub bytes_after: u64,
+}
+
 /// A store under test.
 pub trait Target: Send + Sync {
     /// Short stable name (`tablinum`, `rocksdb`, `rocksdb-blob`, `fjall`, `fjall-kv`).
@@ -55,6 +64,13 @@ pub trait Target: Send + Sync {
     /// Bytes the target occupies on disk now (for reports), if cheap to know.
     fn disk_bytes(&self) -> Option<u64> {
         None
+    }
+    /// Runs the store's own reclamation of overwritten values once, now, and
+    /// says what it rewrote (tablinum: one journal compaction run). `Ok(None)`:
+    /// the target has no such step to ask for (its reclamation, if any, runs
+    /// by itself, as RocksDB's compactions do).
+    fn reclaim(&self) -> Result<Option<Reclaimed>, TargetError> {
+        Ok(None)
     }
     /// Flushes and closes; called once at the end of a run.
     fn close(&self) -> Result<(), TargetError>;

@@ -39,6 +39,8 @@ static FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FONT: &str = "tablinum-sans";
 /// Line width of every series, pixels.
 const STROKE_PX: u32 = 2;
+/// Fill of a panel's shaded x ranges (light amber, behind the lines).
+const BAND_COLOR: RGBColor = RGBColor(0xfb, 0xec, 0xc8);
 /// Marker radius, pixels.
 const MARKER_PX: i32 = 3;
 
@@ -131,6 +133,8 @@ pub struct Panel {
     pub y_unit: Option<TimeUnit>,
     /// The lines; line `i` gets colour [`palette`]`(i)`.
     pub lines: Vec<Line>,
+    /// x ranges shaded behind the lines (say what they mark in `title`).
+    pub bands: Vec<(f64, f64)>,
 }
 
 /// Draws `panels` one above the other, each [`THROUGHPUT_PANEL_HEIGHT_PX`]
@@ -275,6 +279,14 @@ fn draw_panel(area: &Area<'_>, p: &PanelModel) -> Result<(), String> {
         .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
         .draw()
         .map_err(|e| e.to_string())?;
+    for &(a, b) in &p.bands {
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(a, p.y.min), (b, p.y.max)],
+                BAND_COLOR.filled(),
+            )))
+            .map_err(|e| e.to_string())?;
+    }
     for s in &p.series {
         draw_series(&mut chart, s)?;
     }
@@ -442,6 +454,7 @@ mod tests {
         draw_compare(&compare, "compare", &runs).unwrap_or_else(|e| panic!("{e}"));
         let scenario = dir.path().join("scenario.png");
         let panel = Panel {
+            bands: Vec::new(),
             title: "probe".into(),
             x_desc: "percentile".into(),
             y_desc: "probe scan time".into(),

@@ -211,9 +211,96 @@ pub struct RunSummary {
     /// the bytes of values written, the write amplification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_io: Option<DiskIo>,
+    /// The run's reclaim window (`reclaim_window_s` of the workload): what
+    /// reclamation did and the phases before and in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<ReclaimSummary>,
     /// Why `summary.png` could not be drawn, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_error: Option<String>,
+}
+
+/// One `Target::reclaim` call inside a run's reclaim window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimRun {
+    /// Seconds since the measured period began, at the call.
+    pub start_s: f64,
+    /// Seconds since the measured period began, when it returned.
+    pub end_s: f64,
+    /// Bytes of the files it rewrote (0: nothing was worth reclaiming).
+    pub bytes_before: u64,
+    /// Bytes of the files that replaced them.
+    pub bytes_after: u64,
+    /// The target's error, if the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A stretch of a run: the report intervals whose midpoints fall in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Start of its first interval, seconds since the measured period began.
+    pub from_s: f64,
+    /// End of its last interval.
+    pub to_s: f64,
+    /// Successful ops/s over its intervals.
+    pub ops_per_sec: f64,
+    /// Per op, as in the run's `ops` (percentiles over the phase only).
+    pub ops: BTreeMap<String, OpSummary>,
+}
+
+/// What a run's reclaim window did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimSummary {
+    /// The window, seconds of the measured period.
+    pub window_s: [f64; 2],
+    /// `false`: the target has no reclamation step to ask for; its phases
+    /// are still split at the window, to compare stores over the same time.
+    pub supported: bool,
+    /// Every call, in order.
+    pub runs: Vec<ReclaimRun>,
+    /// Seconds of the window during which a call was running.
+    pub busy_s: f64,
+    /// Bytes of rewritten files minus the bytes that replaced them.
+    pub bytes_reclaimed: u64,
+    /// `bytes_reclaimed` per second of the window.
+    pub reclaimed_bytes_per_s: f64,
+    /// The second half of the time before the window (the same store,
+    /// warmed up, without reclamation).
+    pub before: Option<Phase>,
+    /// The window.
+    pub during: Option<Phase>,
+}
+
+impl ReclaimSummary {
+    /// The summary of `runs` in `window_s`; `supported` as the target said.
+    pub fn of(
+        window_s: [f64; 2],
+        supported: bool,
+        runs: Vec<ReclaimRun>,
+        before: Option<Phase>,
+        during: Option<Phase>,
+    ) -> ReclaimSummary {
+        let [from, to] = window_s;
+        let busy_s = runs
+            .iter()
+            .map(|r| (r.end_s.min(to) - r.start_s.max(from)).max(0.0))
+            .sum();
+        let bytes_reclaimed = runs
+            .iter()
+            .map(|r| r.bytes_before.saturating_sub(r.bytes_after))
+            .sum();
+        ReclaimSummary {
+            window_s,
+            supported,
+            runs,
+            busy_s,
+            bytes_reclaimed,
+            reclaimed_bytes_per_s: bytes_reclaimed as f64 / (to - from),
+            before,
+            during,
+        }
+    }
 }
 
 /// Storage I/O of a process (`read_bytes` and `write_bytes` of

@@ -5,7 +5,10 @@
 //! schedule of `rate` mode (op `i` of worker `w` is intended at
 //! `t0 + (w / concurrent + i) * concurrent / rate`; latency is measured from that
 //! intended time, so a stalled target is charged for every op it delayed, and
-//! service time is recorded beside it), the preload phase, and the reporter
+//! service time is recorded beside it), the preload phase, the reclaim
+//! window's caller (one thread asking the target to reclaim, back to back,
+//! inside `reclaim_window_s`; its panic is reported as that of worker
+//! `concurrent`) and the phases before and in that window, and the reporter
 //! (main thread) that merges per-worker histograms every `report_interval_s`,
 //! writes CSV rows and status lines, and finally `summary.json` and the chart.
 //!
@@ -22,7 +25,9 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::chart;
 use crate::error::BenchError;
 use crate::generators::{worker_rng, KeySource, OpChooser, ValueSource};
-use crate::output::{self, CsvWriter, OpSummary, PreloadSummary, RunSummary};
+use crate::output::{
+    self, CsvWriter, OpSummary, Phase, PreloadSummary, ReclaimRun, ReclaimSummary, RunSummary,
+};
 use crate::progress::{status_line, Progress};
 use crate::stats::{self, Interval, Outcome, Percentiles, Recorder};
 use crate::target::{Target, TargetError};
@@ -33,6 +38,10 @@ pub const PROGRESS_TICK_MS: u64 = 100;
 /// Longest single sleep of a rate-mode worker waiting for its next op, milliseconds
 /// (it re-checks the stop flag in between).
 pub const RATE_SLEEP_MS_MAX: u64 = 50;
+
+/// A reclaim window's caller waits this long after a call that found
+/// nothing worth reclaiming before asking again, milliseconds.
+pub const RECLAIM_IDLE_MS: u64 = 2_000;
 
 /// How to run, beyond the workload.
 #[derive(Debug, Clone)]
@@ -188,6 +197,10 @@ pub fn run_with_options(
     let interval = Duration::from_secs_f64(workload.report_interval_s);
     let mut intervals: Vec<Interval> = Vec::new();
     let mut cumulative = Recorder::default();
+    // Reclaim window: the second half of the time before it, and the window.
+    let window = workload.reclaim_window_s;
+    let mut phases = window.map(|_| PhaseRecorders::default());
+    let mut reclaim_runs: Option<(bool, Vec<ReclaimRun>)> = None;
     let mut write_error: Option<BenchError> = None;
     let mut panicked: Option<usize> = None;
 
@@ -204,6 +217,10 @@ pub fn run_with_options(
             })
             .collect();
         drop(done_tx);
+        let reclaimer = window.map(|w| {
+            let shared = &shared;
+            scope.spawn(move || reclaimer(shared, w))
+        });
 
         let mut spares: Vec<Recorder> = (0..concurrent).map(|_| Recorder::default()).collect();
         let mut merged = Recorder::default();
@@ -250,6 +267,9 @@ pub fn run_with_options(
                 cumulative.successful() + cumulative.failed(),
             ));
             progress.set_message(format!("{:.0} ops/s", row.ops_per_sec()));
+            if let (Some(p), Some(w)) = (phases.as_mut(), window) {
+                p.add(&row, &merged, w);
+            }
             intervals.push(row);
             last_report = now;
             while next_report <= now {
@@ -262,6 +282,16 @@ pub fn run_with_options(
         for (w, h) in handles.into_iter().enumerate() {
             if h.join().is_err() {
                 panicked.get_or_insert(w);
+            }
+        }
+        // The workers are done: a reclaim call in progress finishes, no new one starts.
+        shared.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = reclaimer {
+            match h.join() {
+                Ok(r) => reclaim_runs = Some(r),
+                Err(_) => {
+                    panicked.get_or_insert(concurrent);
+                }
             }
         }
     });
@@ -285,6 +315,16 @@ pub fn run_with_options(
         &ops,
     );
     summary.preload = preload;
+    if let (Some(w), Some(p), Some((supported, runs))) = (window, &phases, reclaim_runs) {
+        let rate_mode = workload.mode == Mode::Rate;
+        summary.reclaim = Some(ReclaimSummary::of(
+            w,
+            supported,
+            runs,
+            p.before.phase(&ops, rate_mode),
+            p.during.phase(&ops, rate_mode),
+        ));
+    }
     summary.disk_io = io_before
         .zip(output::DiskIo::of_this_process())
         .map(|(before, after)| after.since(before));
@@ -337,28 +377,7 @@ fn summarize(
     cumulative: &Recorder,
     ops: &[Op],
 ) -> RunSummary {
-    let rate_mode = workload.mode == Mode::Rate;
-    let per_op: BTreeMap<String, OpSummary> = ops
-        .iter()
-        .map(|&op| {
-            let r = cumulative.op(op);
-            let split = r.found_and_not_found();
-            (
-                op.name().to_string(),
-                OpSummary {
-                    total: r.successful + r.failed,
-                    successful: r.successful,
-                    failed: r.failed,
-                    not_found: r.not_found,
-                    ops_per_sec: stats::rate(r.successful, elapsed_s),
-                    latency_us: Percentiles::of(r.latency.as_ref()),
-                    service_time_us: rate_mode.then(|| Percentiles::of(r.service.as_ref())),
-                    found_latency_us: split.map(|s| s.0),
-                    not_found_latency_us: split.map(|s| s.1),
-                },
-            )
-        })
-        .collect();
+    let per_op = per_op_summary(cumulative, ops, elapsed_s, workload.mode == Mode::Rate);
     let (last_window_ops_per_sec, last_window_s) = stats::last_window(intervals);
     let successful = cumulative.successful();
     let failed = cumulative.failed();
@@ -380,8 +399,140 @@ fn summarize(
         last_window_s,
         disk_bytes: target.disk_bytes(),
         disk_io: None,
+        reclaim: None,
         chart_error: None,
     }
+}
+
+/// Per op figures of `rec` over `elapsed_s` seconds.
+fn per_op_summary(
+    rec: &Recorder,
+    ops: &[Op],
+    elapsed_s: f64,
+    rate_mode: bool,
+) -> BTreeMap<String, OpSummary> {
+    ops.iter()
+        .map(|&op| {
+            let r = rec.op(op);
+            let split = r.found_and_not_found();
+            (
+                op.name().to_string(),
+                OpSummary {
+                    total: r.successful + r.failed,
+                    successful: r.successful,
+                    failed: r.failed,
+                    not_found: r.not_found,
+                    ops_per_sec: stats::rate(r.successful, elapsed_s),
+                    latency_us: Percentiles::of(r.latency.as_ref()),
+                    service_time_us: rate_mode.then(|| Percentiles::of(r.service.as_ref())),
+                    found_latency_us: split.map(|s| s.0),
+                    not_found_latency_us: split.map(|s| s.1),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The report intervals of one phase of a run, merged.
+#[derive(Default)]
+struct PhaseRecorder {
+    rec: Recorder,
+    from_s: Option<f64>,
+    to_s: f64,
+    seconds: f64,
+}
+
+impl PhaseRecorder {
+    fn add(&mut self, row: &Interval, rec: &Recorder) {
+        self.from_s.get_or_insert(row.elapsed_s - row.window_s);
+        self.to_s = row.elapsed_s;
+        self.seconds += row.window_s;
+        self.rec.add(rec);
+    }
+
+    fn phase(&self, ops: &[Op], rate_mode: bool) -> Option<Phase> {
+        let from_s = self.from_s?;
+        Some(Phase {
+            from_s,
+            to_s: self.to_s,
+            ops_per_sec: stats::rate(self.rec.successful(), self.seconds),
+            ops: per_op_summary(&self.rec, ops, self.seconds, rate_mode),
+        })
+    }
+}
+
+/// The phases around a reclaim window `[from, to]`: an interval belongs to
+/// the phase its midpoint falls in; `before` is `[from / 2, from)`.
+#[derive(Default)]
+struct PhaseRecorders {
+    before: PhaseRecorder,
+    during: PhaseRecorder,
+}
+
+impl PhaseRecorders {
+    fn add(&mut self, row: &Interval, rec: &Recorder, [from, to]: [f64; 2]) {
+        let mid = row.elapsed_s - row.window_s / 2.0;
+        if (from / 2.0..from).contains(&mid) {
+            self.before.add(row, rec);
+        } else if (from..to).contains(&mid) {
+            self.during.add(row, rec);
+        }
+    }
+}
+
+/// Calls [`Target::reclaim`] back to back during `[from, to]` of the
+/// measured period (waiting [`RECLAIM_IDLE_MS`] after a call that found
+/// nothing to do or failed) until the window closes or the run stops.
+/// Returns whether the target has a reclaim step, and every call.
+fn reclaimer(shared: &Shared<'_>, [from, to]: [f64; 2]) -> (bool, Vec<ReclaimRun>) {
+    let t0 = shared.t0;
+    let end = t0 + Duration::from_secs_f64(to);
+    let end = shared.deadline.map_or(end, |d| end.min(d));
+    let stopped = || shared.stop.load(Ordering::Relaxed);
+    let sleep_until = |until: Instant| {
+        while !stopped() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(PROGRESS_TICK_MS)));
+        }
+    };
+    sleep_until(t0 + Duration::from_secs_f64(from));
+    let mut runs = Vec::new();
+    while !stopped() && Instant::now() < end {
+        let start = Instant::now();
+        let result = shared.target.reclaim();
+        let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
+        let (run, idle) = match result {
+            Ok(None) => return (false, runs),
+            Ok(Some(r)) => (
+                ReclaimRun {
+                    start_s: secs(start),
+                    end_s: secs(Instant::now()),
+                    bytes_before: r.bytes_before,
+                    bytes_after: r.bytes_after,
+                    error: None,
+                },
+                r.bytes_before == 0,
+            ),
+            Err(e) => (
+                ReclaimRun {
+                    start_s: secs(start),
+                    end_s: secs(Instant::now()),
+                    bytes_before: 0,
+                    bytes_after: 0,
+                    error: Some(e.to_string()),
+                },
+                true,
+            ),
+        };
+        runs.push(run);
+        if idle {
+            sleep_until((Instant::now() + Duration::from_millis(RECLAIM_IDLE_MS)).min(end));
+        }
+    }
+    (true, runs)
 }
 
 /// One worker: draws ops until the deadline, the op budget or the stop flag.

@@ -259,6 +259,13 @@ pub struct Workload {
     /// Rows per `scan`.
     #[serde(default = "default_scan_limit_rows")]
     pub scan_limit_rows: u32,
+    /// Seconds `[from, to]` of the measured period during which the target's
+    /// own reclamation of overwritten values is run back to back
+    /// (`Target::reclaim`; tablinum: journal compaction). Absent: never
+    /// asked for. With it, `summary.json` also splits the run into the
+    /// phase before the window and the phase in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_window_s: Option<[f64; 2]>,
     /// Op weights.
     pub operations: Operations,
 }
@@ -299,6 +306,7 @@ impl Default for Workload {
             value_generator: ValueGenerator::Fixed,
             value_size_bytes: default_value_size_bytes(),
             scan_limit_rows: default_scan_limit_rows(),
+            reclaim_window_s: None,
             operations: Operations {
                 get: 1,
                 put: 1,
@@ -436,6 +444,20 @@ impl Workload {
                 ),
             ));
         }
+        if let Some([from, to]) = self.reclaim_window_s {
+            if !(from.is_finite() && to.is_finite() && from > 0.0 && from < to) {
+                return Err(bad(
+                    "reclaim_window_s",
+                    format!("[{from}, {to}] is not a window 0 < from < to seconds"),
+                ));
+            }
+            if let Some(d) = self.duration_s.filter(|&d| to > d) {
+                return Err(bad(
+                    "reclaim_window_s",
+                    format!("ends at {to} s, after the run's `duration_s` = {d} s"),
+                ));
+            }
+        }
         let total = self.operations.total();
         if total == 0 {
             return Err(bad(
@@ -526,6 +548,21 @@ mod tests {
         assert_eq!(w.key_encoding, KeyEncoding::Be64);
         assert_eq!(w.duration_s, None);
         assert_eq!(w.seed, None);
+    }
+
+    #[test]
+    fn reclaim_windows_are_checked_and_round_trip() {
+        let w = parse("duration_s = 10\nreclaim_window_s = [5, 10]\n[operations]\nget = 1\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.reclaim_window_s, Some([5.0, 10.0]));
+        let again = parse(&w.to_toml_string()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again, w);
+        for bad in ["[5, 5]", "[0, 4]", "[6, 2]", "[1, 11]", "[nan, 2]"] {
+            let e = err(&format!(
+                "duration_s = 10\nreclaim_window_s = {bad}\n[operations]\nget = 1\n"
+            ));
+            assert!(e.contains("reclaim_window_s"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -242,6 +242,8 @@ pub struct PanelModel {
     pub y_unit: Option<TimeUnit>,
     /// Series in draw order: larger ones first, so smaller ones stay on top.
     pub series: Vec<SeriesModel>,
+    /// x ranges shaded behind the series (clipped to the x axis).
+    pub bands: Vec<(f64, f64)>,
 }
 
 /// A legend: entries in a rectangle of their own.
@@ -502,6 +504,7 @@ fn panel_model(
         y,
         y_unit: unit,
         series,
+        bands: Vec::new(),
     }
 }
 
@@ -909,7 +912,7 @@ pub fn panels_model(title: &str, panels: &[Panel]) -> ChartModel {
             "",
             &series,
         ));
-        out.panels.push(panel_model(
+        let mut panel = panel_model(
             p.title.clone(),
             Rect {
                 x: 0,
@@ -920,7 +923,14 @@ pub fn panels_model(title: &str, panels: &[Panel]) -> ChartModel {
             (&p.x_desc, XRange::Data),
             (&p.y_desc, p.y_unit),
             series,
-        ));
+        );
+        panel.bands = p
+            .bands
+            .iter()
+            .map(|&(a, b)| (a.max(panel.x.min), b.min(panel.x.max)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        out.panels.push(panel);
     }
     out
 }
@@ -1023,6 +1033,7 @@ pub(super) mod tests {
             last_window_s: 360.0,
             disk_bytes: None,
             disk_io: None,
+            reclaim: None,
             chart_error: None,
         }
     }
@@ -1320,6 +1331,7 @@ pub(super) mod tests {
     fn scan_panel(ms: &[f64]) -> Panel {
         let pct = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
         Panel {
+            bands: Vec::new(),
             title: "probe".into(),
             x_desc: "percentile".into(),
             y_desc: "probe scan time".into(),

@@ -433,6 +433,7 @@ mod tests {
                 file: "toy.png".into(),
                 title: "toy".into(),
                 panels: vec![crate::chart::Panel {
+                    bands: Vec::new(),
                     title: "values".into(),
                     x_desc: "run".into(),
                     y_desc: "value".into(),

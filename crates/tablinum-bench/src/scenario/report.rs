@@ -66,6 +66,62 @@ pub struct RunMetrics {
     /// Successful operations of the run, all kinds.
     #[serde(default)]
     pub ops: u64,
+    /// The phases around the run's reclaim window (reclaim variants only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<ReclaimMetrics>,
+}
+
+/// A run's figures before and during its reclaim window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimMetrics {
+    /// The window, seconds of the measured period.
+    pub window_s: [f64; 2],
+    /// The target had a reclamation step to run.
+    pub supported: bool,
+    /// Successful ops/s in the second half of the time before the window.
+    pub before_ops_per_sec: f64,
+    /// Successful ops/s in the window.
+    pub during_ops_per_sec: f64,
+    /// GET p99 before / during, µs.
+    pub before_get_p99_us: f64,
+    /// See `before_get_p99_us`.
+    pub during_get_p99_us: f64,
+    /// UPDATE p99 before / during, µs.
+    pub before_update_p99_us: f64,
+    /// See `before_update_p99_us`.
+    pub during_update_p99_us: f64,
+    /// Bytes reclaimed per second of the window.
+    pub reclaimed_bytes_per_s: f64,
+    /// Share of the window a reclamation call was running, percent.
+    pub busy_pct: f64,
+    /// Reclamation calls that failed.
+    pub failed_calls: usize,
+}
+
+impl ReclaimMetrics {
+    /// The figures of `r`; `None` when a phase has no report interval.
+    pub fn of(r: &crate::output::ReclaimSummary) -> Option<ReclaimMetrics> {
+        let (before, during) = (r.before.as_ref()?, r.during.as_ref()?);
+        let p99 = |p: &crate::output::Phase, op: Op| {
+            p.ops
+                .get(op.name())
+                .map_or(0.0, |o| o.latency_us.p99 as f64)
+        };
+        let [from, to] = r.window_s;
+        Some(ReclaimMetrics {
+            window_s: r.window_s,
+            supported: r.supported,
+            before_ops_per_sec: before.ops_per_sec,
+            during_ops_per_sec: during.ops_per_sec,
+            before_get_p99_us: p99(before, Op::Get),
+            during_get_p99_us: p99(during, Op::Get),
+            before_update_p99_us: p99(before, Op::Update),
+            during_update_p99_us: p99(during, Op::Update),
+            reclaimed_bytes_per_s: r.reclaimed_bytes_per_s,
+            busy_pct: r.busy_s * 100.0 / (to - from),
+            failed_calls: r.runs.iter().filter(|c| c.error.is_some()).count(),
+        })
+    }
 }
 
 impl RunMetrics {
@@ -96,6 +152,7 @@ impl RunMetrics {
             disk_read_bytes: s.disk_io.map(|d| d.read_bytes),
             disk_write_bytes: s.disk_io.map(|d| d.write_bytes),
             ops: s.successful,
+            reclaim: s.reclaim.as_ref().and_then(ReclaimMetrics::of),
         }
     }
 }
@@ -186,8 +243,58 @@ pub struct TargetReport {
     /// Bytes read from storage per successful operation.
     #[serde(default)]
     pub read_bytes_per_op: Option<Stat>,
+    /// Before and during the reclaim window (reclaim variants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<ReclaimStats>,
     /// Every run of this target, in run order.
     pub runs: Vec<RunRecord>,
+}
+
+/// [`ReclaimMetrics`] over a target's repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimStats {
+    /// The target had a reclamation step to run (in every run).
+    pub supported: bool,
+    /// Ops/s before the window.
+    pub before_ops_per_sec: Stat,
+    /// Ops/s in the window.
+    pub during_ops_per_sec: Stat,
+    /// GET p99 before, µs.
+    pub before_get_p99_us: Stat,
+    /// GET p99 during, µs.
+    pub during_get_p99_us: Stat,
+    /// UPDATE p99 before, µs.
+    pub before_update_p99_us: Stat,
+    /// UPDATE p99 during, µs.
+    pub during_update_p99_us: Stat,
+    /// Bytes reclaimed per second of the window.
+    pub reclaimed_bytes_per_s: Stat,
+    /// Share of the window reclamation was running, percent.
+    pub busy_pct: Stat,
+    /// Failed reclamation calls, all runs.
+    pub failed_calls: usize,
+}
+
+impl ReclaimStats {
+    fn of(ok: &[&RunMetrics]) -> Option<ReclaimStats> {
+        let m: Vec<&ReclaimMetrics> = ok.iter().filter_map(|m| m.reclaim.as_ref()).collect();
+        if m.is_empty() {
+            return None;
+        }
+        let stat = |f: fn(&ReclaimMetrics) -> f64| Stat::of(m.iter().map(|r| f(r)).collect());
+        Some(ReclaimStats {
+            supported: m.iter().all(|r| r.supported),
+            before_ops_per_sec: stat(|r| r.before_ops_per_sec),
+            during_ops_per_sec: stat(|r| r.during_ops_per_sec),
+            before_get_p99_us: stat(|r| r.before_get_p99_us),
+            during_get_p99_us: stat(|r| r.during_get_p99_us),
+            before_update_p99_us: stat(|r| r.before_update_p99_us),
+            during_update_p99_us: stat(|r| r.during_update_p99_us),
+            reclaimed_bytes_per_s: stat(|r| r.reclaimed_bytes_per_s),
+            busy_pct: stat(|r| r.busy_pct),
+            failed_calls: m.iter().map(|r| r.failed_calls).sum(),
+        })
+    }
 }
 
 impl TargetReport {
@@ -228,6 +335,7 @@ impl TargetReport {
                     .then(|| m.disk_read_bytes.map(|r| r as f64 / m.ops as f64))
                     .flatten()
             }),
+            reclaim: ReclaimStats::of(&ok),
             runs,
         }
     }
@@ -366,12 +474,19 @@ impl VariantReport {
         if let Some(limit) = memory_limit_bytes.filter(|&l| l > 0) {
             for t in order {
                 if let Some(tr) = targets.get(t).filter(|tr| tr.runs_ok > 0) {
-                    let ratio = tr.data_written_bytes.mean / limit as f64;
+                    // Preloaded values count: they are on disk before the run.
+                    let preloaded = workload.preload_keys as f64 * workload.value_size_bytes as f64;
+                    let ratio = (tr.data_written_bytes.mean + preloaded) / limit as f64;
                     if ratio < DATA_TO_LIMIT_RATIO_MIN {
                         notes.push(format!(
-                            "{t}: wrote {} of values, only {ratio:.1}× the {} memory limit: \
+                            "{t}: wrote {} of values{}, only {ratio:.1}× the {} memory limit: \
                              its data may still fit in the page cache (run longer)",
                             mib(tr.data_written_bytes.mean),
+                            if preloaded > 0.0 {
+                                format!(" after {} preloaded", mib(preloaded))
+                            } else {
+                                String::new()
+                            },
                             mib(limit as f64)
                         ));
                     }
@@ -463,8 +578,90 @@ impl VariantReport {
                 s.push_str(&format!("- {}\n", d.line()));
             }
         }
+        s.push_str(&self.reclaim_table(order));
         for n in &self.notes {
             s.push_str(&format!("\n> **note** {n}\n"));
+        }
+        s
+    }
+
+    /// Before and during the reclaim window, per target, and the subject in
+    /// the window against every peer in the same seconds of its own run
+    /// (empty for variants without a window).
+    pub fn reclaim_table(&self, order: &[String]) -> String {
+        let Some([from, to]) = self.workload.reclaim_window_s else {
+            return String::new();
+        };
+        let mut s = format!(
+            "\nReclamation window {}–{} s against the second half of the time before it \
+             ({}–{} s), same store:\n\n| target | reclaims | ops/s before | ops/s during | \
+             during ÷ before | get p99 µs before / during | update p99 µs before / during | \
+             reclaimed | busy |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            trim_float(from),
+            trim_float(to),
+            trim_float(from / 2.0),
+            trim_float(from),
+        );
+        let during = |t: &str| {
+            self.targets
+                .get(t)
+                .and_then(|r| r.reclaim.as_ref())
+                .map(|r| r.during_ops_per_sec.mean)
+        };
+        for t in order {
+            let Some(r) = self.targets.get(t).and_then(|r| r.reclaim.as_ref()) else {
+                continue;
+            };
+            let ratio = if r.before_ops_per_sec.mean > 0.0 {
+                format!(
+                    "{:.2}×",
+                    r.during_ops_per_sec.mean / r.before_ops_per_sec.mean
+                )
+            } else {
+                "–".into()
+            };
+            let (reclaimed, busy) = if r.supported {
+                (
+                    format!("{}/s", mib(r.reclaimed_bytes_per_s.mean)),
+                    format!("{:.0}%", r.busy_pct.mean),
+                )
+            } else {
+                ("–".into(), "–".into())
+            };
+            s.push_str(&format!(
+                "| {t} | {} | {} | {} | {ratio} | {} / {} | {} / {} | {reclaimed} | {busy} |\n",
+                if r.supported {
+                    if r.failed_calls > 0 {
+                        format!("yes ({} failed)", r.failed_calls)
+                    } else {
+                        "yes".into()
+                    }
+                } else {
+                    "its own (not asked)".into()
+                },
+                thousands(r.before_ops_per_sec.mean, 1),
+                thousands(r.during_ops_per_sec.mean, 1),
+                thousands(r.before_get_p99_us.mean, 0),
+                thousands(r.during_get_p99_us.mean, 0),
+                thousands(r.before_update_p99_us.mean, 0),
+                thousands(r.during_update_p99_us.mean, 0),
+            ));
+        }
+        if let Some((subject, Some(ours))) = order.first().map(|t| (t, during(t))) {
+            let peers: Vec<String> = order[1..]
+                .iter()
+                .filter_map(|p| {
+                    during(p)
+                        .filter(|&v| v > 0.0)
+                        .map(|v| format!("{:.2}× {p}", ours / v))
+                })
+                .collect();
+            if !peers.is_empty() {
+                s.push_str(&format!(
+                    "\n{subject} in the window against each peer in the same seconds of its run: {}\n",
+                    peers.join(", ")
+                ));
+            }
         }
         s
     }
@@ -578,6 +775,7 @@ mod tests {
             last_window_s: 2.0,
             disk_bytes: None,
             disk_io: None,
+            reclaim: None,
             chart_error: None,
         }
     }
@@ -604,6 +802,73 @@ mod tests {
 
     fn order() -> Vec<String> {
         vec!["tablinum".into(), "rocksdb".into(), "fjall".into()]
+    }
+
+    fn phase(ops_per_sec: f64, get_p99: u64) -> crate::output::Phase {
+        crate::output::Phase {
+            from_s: 0.0,
+            to_s: 1.0,
+            ops_per_sec,
+            ops: [
+                ("get".to_string(), op(10, 0, get_p99)),
+                ("update".to_string(), op(2, 0, get_p99 * 2)),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    #[test]
+    fn the_reclaim_table_compares_phases_and_peers_in_the_same_seconds() {
+        let with = |target: &str, supported: bool, before: f64, during: f64| {
+            let mut s = summary(target, 1000.0, 900.0, 400, 100);
+            s.workload.reclaim_window_s = Some([10.0, 20.0]);
+            let runs = if supported {
+                vec![crate::output::ReclaimRun {
+                    start_s: 10.0,
+                    end_s: 15.0,
+                    bytes_before: 300 << 20,
+                    bytes_after: 100 << 20,
+                    error: None,
+                }]
+            } else {
+                Vec::new()
+            };
+            s.reclaim = Some(crate::output::ReclaimSummary::of(
+                [10.0, 20.0],
+                supported,
+                runs,
+                Some(phase(before, 500)),
+                Some(phase(during, 700)),
+            ));
+            s
+        };
+        let (a, b) = (
+            with("tablinum", true, 1000.0, 900.0),
+            with("rocksdb", false, 400.0, 450.0),
+        );
+        let m = RunMetrics::from_summary(&a);
+        let r = m.reclaim.unwrap_or_else(|| panic!("no reclaim metrics"));
+        assert_eq!(r.busy_pct, 50.0);
+        assert_eq!(r.reclaimed_bytes_per_s, (20 << 20) as f64);
+        assert_eq!((r.before_get_p99_us, r.during_get_p99_us), (500.0, 700.0));
+        let runs = [
+            record("tablinum", 1, Some(&a)),
+            record("rocksdb", 1, Some(&b)),
+        ];
+        let order = vec!["tablinum".to_string(), "rocksdb".to_string()];
+        let v = VariantReport::build("8k-gc", "d", &a.workload, false, &order, &runs, None);
+        let t = v.table(&order, None);
+        assert!(t.contains("Reclamation window 10–20 s"), "{t}");
+        assert!(
+            t.contains("| tablinum | yes | 1,000.0 | 900.0 | 0.90× | 500 / 700 | 1,000 / 1,400 | 20.0 MiB/s | 50% |"),
+            "{t}"
+        );
+        assert!(t.contains("| rocksdb | its own (not asked) |"), "{t}");
+        assert!(t.contains("tablinum in the window against each peer in the same seconds of its run: 2.00× rocksdb"), "{t}");
+        // A variant without a window has no such section.
+        let plain = VariantReport::build("8k", "d", &workload(8192), false, &order, &[], None);
+        assert!(plain.reclaim_table(&order).is_empty());
     }
 
     #[test]

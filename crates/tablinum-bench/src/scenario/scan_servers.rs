@@ -221,6 +221,7 @@ fn measured_panel(m: &MeasuredReport) -> Panel {
         })
         .collect();
     Panel {
+        bands: Vec::new(),
         title: format!(
             "MEASURED probe small scans under {} clients of large scans ({} scan servers x {} threads)",
             m.shape.clients, m.shape.sservers, m.shape.scan_threads

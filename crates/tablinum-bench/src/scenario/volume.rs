@@ -42,14 +42,15 @@ use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, MEMORY_LIMIT_BYTES_MIN};
 use super::framework::child::{run_child, ChildCommand, ChildRun};
-use super::framework::output::{mib, Report, SCENARIO_JSON};
+use super::framework::output::{mib, ChartSpec, Report, SCENARIO_JSON};
 use super::framework::plan::{Group, Interleave, Plan};
 use super::framework::preset::{check_distinct, check_range, usage, Preset};
 use super::framework::{self, RunAt, Scenario};
-use super::report::{report_table, RunMetrics, RunRecord, VariantReport};
+use super::report::{report_table, trim_float, RunMetrics, RunRecord, VariantReport};
+use crate::chart::{Line, Panel};
 use crate::cli::CACHE_BYTES_DEFAULT;
 use crate::error::BenchError;
-use crate::output::RunSummary;
+use crate::output::{read_summary_csv, RunSummary, SUMMARY_CSV};
 use crate::targets::{known_targets, ClusterTarget, MemoryTarget};
 use crate::workload::{
     KeyEncoding, KeyGenerator, Mode, Operations, ValueGenerator, Workload, REPORT_INTERVAL_S_MIN,
@@ -150,6 +151,11 @@ pub struct Variant {
     pub sync: bool,
     /// Value size as the report writes it.
     pub size_label: &'static str,
+    /// Preload a key space [`GC_DATA_PER_MEMORY_LIMIT`] times the memory
+    /// limit, overwrite it for the first half of the run and run the
+    /// target's reclamation (tablinum: journal compaction) back to back in
+    /// the second half ([`Workload::reclaim_window_s`]).
+    pub reclaim: bool,
 }
 
 /// The report's variants that one machine can run: its tests 1, 2, 4 and 5
@@ -160,26 +166,55 @@ pub const VARIANTS: [Variant; 4] = [
         value_size_bytes: 8 << 10,
         sync: true,
         size_label: "8KB",
+        reclaim: false,
     },
     Variant {
         name: "8k-nosync",
         value_size_bytes: 8 << 10,
         sync: false,
         size_label: "8KB",
+        reclaim: false,
     },
     Variant {
         name: "4k-nosync",
         value_size_bytes: 4 << 10,
         sync: false,
         size_label: "4KB",
+        reclaim: false,
     },
     Variant {
         name: "16k-nosync",
         value_size_bytes: 16 << 10,
         sync: false,
         size_label: "16KB",
+        reclaim: false,
     },
 ];
+
+/// Variants run only when named in `--variants`: value GC under load, which
+/// the report left as future testing.
+pub const EXTRA_VARIANTS: [Variant; 1] = [Variant {
+    name: "8k-gc",
+    value_size_bytes: 8 << 10,
+    sync: false,
+    size_label: "8KB",
+    reclaim: true,
+}];
+
+/// Live data of a reclaim variant, as a multiple of the memory limit: the
+/// key space is preloaded to this size, so GETs find their object and read
+/// mostly from disk, and every UPDATE overwrites (leaves garbage).
+pub const GC_DATA_PER_MEMORY_LIMIT: u64 = 3;
+/// Memory a reclaim variant's key space is sized for when runs have no
+/// memory limit, bytes (1 GiB).
+pub const GC_MEMORY_BYTES_NO_LIMIT: u64 = 1 << 30;
+
+/// The key space of a reclaim variant with `value_size_bytes` values under
+/// `memory_limit_bytes`.
+pub fn gc_keys(value_size_bytes: u64, memory_limit_bytes: Option<u64>) -> u64 {
+    let memory = memory_limit_bytes.unwrap_or(GC_MEMORY_BYTES_NO_LIMIT);
+    (GC_DATA_PER_MEMORY_LIMIT * memory / value_size_bytes.max(1)).max(1)
+}
 
 /// `tablinum bench scenario volume` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -198,7 +233,10 @@ pub struct VolumeArgs {
     /// rocksdb-blob, fjall, fjall-kv.
     #[arg(long, value_delimiter = ',')]
     pub targets: Vec<String>,
-    /// Variants, comma-separated (default: 8k-sync, 8k-nosync, 4k-nosync, 16k-nosync).
+    /// Variants, comma-separated (default: 8k-sync, 8k-nosync, 4k-nosync,
+    /// 16k-nosync; also known: 8k-gc, value GC under load: a key space 3×
+    /// the memory limit preloaded, overwritten, and each target's own
+    /// reclamation run back to back in the second half of the run).
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,
     /// Runs per variant and target, interleaved round-robin over the targets.
@@ -295,6 +333,7 @@ pub fn workload(
         value_generator: ValueGenerator::Fixed,
         value_size_bytes: variant.value_size_bytes,
         scan_limit_rows: 100,
+        reclaim_window_s: None,
         operations: Operations {
             get: GET_WEIGHT,
             update: UPDATE_WEIGHT,
@@ -358,12 +397,13 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
         let mut chosen: Vec<Variant> = Vec::new();
         for name in &args.variants {
             let name = name.trim();
-            let v = VARIANTS.iter().find(|v| v.name == name).ok_or_else(|| {
+            let known = VARIANTS.iter().chain(EXTRA_VARIANTS.iter());
+            let v = known.clone().find(|v| v.name == name).ok_or_else(|| {
                 usage(
                     "--variants",
                     format!(
                         "unknown variant `{name}` (known: {})",
-                        VARIANTS.map(|v| v.name).join(", ")
+                        known.map(|v| v.name).collect::<Vec<_>>().join(", ")
                     ),
                 )
             })?;
@@ -400,7 +440,7 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
     let variant_specs = variants
         .iter()
         .map(|v| {
-            let w = workload(
+            let mut w = workload(
                 v,
                 run_s,
                 args.op_count,
@@ -409,16 +449,30 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
                 report_interval_s,
                 args.seed,
             );
+            if v.reclaim {
+                w.keys = gc_keys(v.value_size_bytes, memory_limit_bytes);
+                w.preload_keys = w.keys;
+                w.reclaim_window_s = Some([run_s / 2.0, run_s]);
+            }
             // Every field (duration, workers, keys, ...) is checked here, before
             // the first child starts.
             w.validate(&Workload::in_memory_path())?;
             Ok(VariantSpec {
                 name: v.name.to_string(),
                 description: format!(
-                    "{} value, {} workers, {}",
+                    "{} value, {} workers, {}{}",
                     v.size_label,
                     args.workers,
-                    if v.sync { "sync" } else { "no_sync" }
+                    if v.sync { "sync" } else { "no_sync" },
+                    match w.reclaim_window_s {
+                        Some([a, b]) => format!(
+                            ", {} keys preloaded, reclamation run from {} s to {} s",
+                            w.keys,
+                            trim_float(a),
+                            trim_float(b)
+                        ),
+                        None => String::new(),
+                    }
                 ),
                 workload: w,
                 sync: v.sync,
@@ -493,6 +547,8 @@ pub struct Volume {
     child: ChildCommand,
     /// Every run so far, per variant.
     records: Vec<Vec<RunRecord>>,
+    /// `--out`, once known (the charts read the runs' `summary.csv`).
+    out: Option<PathBuf>,
 }
 
 impl Volume {
@@ -503,6 +559,7 @@ impl Volume {
             spec,
             child,
             records,
+            out: None,
         }
     }
 
@@ -642,6 +699,7 @@ impl Scenario for Volume {
     /// Writes every variant's workload file per repeat (repeat `r` runs with
     /// seed `seed + r − 1`, the same for every target).
     fn prepare(&mut self, out: &Path) -> Result<(), BenchError> {
+        self.out = Some(out.to_path_buf());
         for v in &self.spec.variants {
             for r in 1..=self.spec.repeat {
                 let mut w = v.workload.clone();
@@ -700,6 +758,13 @@ impl Scenario for Volume {
             label: &at.label,
         })?;
         let mut error = outcome.error;
+        // A child killed before its clean-up leaves its store behind.
+        let data = dir.join("data");
+        if error.is_some() && data.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&data) {
+                eprintln!("warning: removing {}: {e}", data.display());
+            }
+        }
         let mut metrics = None;
         if error.is_none() {
             match RunSummary::load(&dir) {
@@ -751,6 +816,24 @@ impl Scenario for Volume {
             })
     }
 
+    /// The report's throughput-over-time chart: one panel per variant, one
+    /// line per target and repeat, the reclaim window shaded.
+    fn charts(&self, body: &VolumeBody) -> Vec<ChartSpec> {
+        let Some(out) = &self.out else {
+            return Vec::new();
+        };
+        let panels = body
+            .variants
+            .iter()
+            .map(|v| throughput_panel(out, v, &body.targets))
+            .collect();
+        vec![ChartSpec {
+            file: SCENARIO_PNG.into(),
+            title: "Volume: successful ops/s over time per target".into(),
+            panels,
+        }]
+    }
+
     fn summary(&self, body: &VolumeBody) -> String {
         format!("## Summary\n\n{}", report_table(&body.variants))
     }
@@ -766,9 +849,53 @@ impl Scenario for Volume {
              and standard deviations. Each run's directory `<variant>/<target>-r<i>/` holds \
              `summary.csv`, `<op>_latencies.csv`, `errors.csv`, `summary.json`, `summary.png`, \
              `workload.toml` and `{RUN_LOG}` (the child's output); \
-             `<variant>/workload-r<i>.toml` is the workload every target ran in repeat `i`.\n"
+             `<variant>/workload-r<i>.toml` is the workload every target ran in repeat `i`. \
+             `{SCENARIO_PNG}` draws every run's throughput over time, a panel per variant \
+             (a reclaim variant's window shaded).\n"
         ));
         s
+    }
+}
+
+/// File name of the throughput-over-time chart in `--out`.
+pub const SCENARIO_PNG: &str = "scenario.png";
+
+/// One variant's throughput over time: a line per successful run (its
+/// `summary.csv`, read from `out`), the reclaim window shaded.
+fn throughput_panel(out: &Path, v: &VariantReport, order: &[String]) -> Panel {
+    let mut lines = Vec::new();
+    for t in order {
+        let Some(r) = v.targets.get(t) else {
+            continue;
+        };
+        for run in r.runs.iter().filter(|run| run.metrics.is_some()) {
+            let Ok(rows) = read_summary_csv(&out.join(&run.dir).join(SUMMARY_CSV)) else {
+                continue;
+            };
+            let points = rows
+                .iter()
+                .filter(|row| row.window_s > 0.0)
+                .map(|row| (row.elapsed_s, row.successful as f64 / row.window_s))
+                .collect();
+            let label = if r.runs.len() > 1 {
+                format!("{t} r{}", run.repeat)
+            } else {
+                t.clone()
+            };
+            lines.push(Line::new(label, points));
+        }
+    }
+    let window = v.workload.reclaim_window_s;
+    Panel {
+        title: match window {
+            Some(_) => format!("{} (shaded: reclamation window)", v.description),
+            None => v.description.clone(),
+        },
+        x_desc: "seconds".into(),
+        y_desc: "ops/s".into(),
+        y_unit: None,
+        lines,
+        bands: window.map(|[a, b]| vec![(a, b)]).unwrap_or_default(),
     }
 }
 
@@ -802,6 +929,34 @@ mod tests {
             cache_bytes: CACHE_BYTES_DEFAULT,
             seed: VOLUME_SEED,
         }
+    }
+
+    #[test]
+    fn the_gc_variant_preloads_three_times_the_limit_and_reclaims_in_the_second_half() {
+        let a = VolumeArgs {
+            variants: vec!["8k-gc".into(), "4k-nosync".into()],
+            memory_limit_mib: Some(768),
+            duration_s: Some(120.0),
+            ..args()
+        };
+        let (s, _) = spec(&a).unwrap_or_else(|e| panic!("{e}"));
+        let gc = &s.variants[0].workload;
+        assert_eq!(gc.keys, 3 * (768 << 20) / 8192);
+        assert_eq!(gc.preload_keys, gc.keys);
+        assert_eq!(gc.reclaim_window_s, Some([60.0, 120.0]));
+        assert!(s.variants[0]
+            .description
+            .contains("reclamation run from 60 s to 120 s"));
+        let other = &s.variants[1].workload;
+        assert_eq!((other.reclaim_window_s, other.preload_keys), (None, 0));
+        let e = spec(&VolumeArgs {
+            variants: vec!["9k".into()],
+            ..args()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("9k") && e.contains("8k-gc"), "{e}");
     }
 
     #[test]
@@ -979,6 +1134,7 @@ mod tests {
                 disk_read_bytes: Some(400_000 * 4096),
                 disk_write_bytes: Some(2 * 100_000 * 8192),
                 ops: 400_000,
+                reclaim: None,
             }),
             memory: Some(CgroupStats {
                 limit_bytes: 256 << 20,

@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 use tablinum_engine::{Durability, Options, Store};
 
-use crate::target::{Target, TargetConfig, TargetError};
+use crate::target::{Reclaimed, Target, TargetConfig, TargetError};
 
 /// The engine behind the harness's target trait.
 pub struct TablinumTarget {
@@ -34,7 +34,8 @@ impl TablinumTarget {
 
     /// Opens with engine option overrides, `key=value` separated by commas.
     /// Known keys: `inline_value_bytes_max`, `memtable_bytes_max`,
-    /// `value_compression`.
+    /// `value_compression`, `journal_segment_bytes_max`,
+    /// `journal_compaction_bytes_per_s`.
     pub fn open_with(cfg: &TargetConfig, overrides: &str) -> Result<TablinumTarget, TargetError> {
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
@@ -57,9 +58,11 @@ impl TablinumTarget {
                 "inline_value_bytes_max" => opts.inline_value_bytes_max = v.parse().map_err(|e| bad(&e))?,
                 "memtable_bytes_max" => opts.memtable_bytes_max = v.parse().map_err(|e| bad(&e))?,
                 "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
+                "journal_segment_bytes_max" => opts.journal_segment_bytes_max = v.parse().map_err(|e| bad(&e))?,
+                "journal_compaction_bytes_per_s" => opts.journal_compaction_bytes_per_s = v.parse().map_err(|e| bad(&e))?,
                 _ => {
                     return Err(TargetError(format!(
-                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression)"
+                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression, journal_segment_bytes_max, journal_compaction_bytes_per_s)"
                     )))
                 }
             }
@@ -106,6 +109,14 @@ impl Target for TablinumTarget {
 
     fn disk_bytes(&self) -> Option<u64> {
         Some(self.store.disk_bytes())
+    }
+
+    fn reclaim(&self) -> Result<Option<Reclaimed>, TargetError> {
+        let run = self.store.compact_journal().map_err(err)?;
+        Ok(Some(Reclaimed {
+            bytes_before: run.bytes_before,
+            bytes_after: run.bytes_after,
+        }))
     }
 
     fn close(&self) -> Result<(), TargetError> {

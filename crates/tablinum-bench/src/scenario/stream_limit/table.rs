@@ -473,6 +473,7 @@ pub fn scenario_chart(body: &StreamLimitBody) -> ChartSpec {
         title: "stream_limit: index queries of 1000 rows against q tablets".into(),
         panels: vec![
             Panel {
+                bands: Vec::new(),
                 title: "mean rows/s".into(),
                 x_desc: "q (tablets)".into(),
                 y_desc: "rows/s".into(),
@@ -480,6 +481,7 @@ pub fn scenario_chart(body: &StreamLimitBody) -> ChartSpec {
                 lines: rows,
             },
             Panel {
+                bands: Vec::new(),
                 title: "rows sent per request".into(),
                 x_desc: "q (tablets)".into(),
                 y_desc: "rows".into(),
