@@ -30,7 +30,7 @@ use crate::output::{
 };
 use crate::progress::{status_line, Progress};
 use crate::stats::{self, Interval, Outcome, Percentiles, Recorder};
-use crate::target::{Target, TargetError};
+use crate::target::{Reclaimed, Target, TargetError};
 use crate::workload::{Mode, Op, Workload};
 
 /// How often the reporter wakes to redraw the progress bar, milliseconds.
@@ -502,30 +502,20 @@ fn reclaimer(shared: &Shared<'_>, [from, to]: [f64; 2]) -> (bool, Vec<ReclaimRun
     let mut runs = Vec::new();
     while !stopped() && Instant::now() < end {
         let start = Instant::now();
-        let result = shared.target.reclaim();
-        let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
-        let (run, idle) = match result {
+        let (done, error) = match shared.target.reclaim() {
             Ok(None) => return (false, runs),
-            Ok(Some(r)) => (
-                ReclaimRun {
-                    start_s: secs(start),
-                    end_s: secs(Instant::now()),
-                    bytes_before: r.bytes_before,
-                    bytes_after: r.bytes_after,
-                    error: None,
-                },
-                r.bytes_before == 0,
-            ),
-            Err(e) => (
-                ReclaimRun {
-                    start_s: secs(start),
-                    end_s: secs(Instant::now()),
-                    bytes_before: 0,
-                    bytes_after: 0,
-                    error: Some(e.to_string()),
-                },
-                true,
-            ),
+            Ok(Some(r)) => (r, None),
+            Err(e) => (Reclaimed::default(), Some(e.to_string())),
+        };
+        let secs = |t: Instant| t.duration_since(t0).as_secs_f64();
+        // Nothing worth reclaiming, or a failure: wait before asking again.
+        let idle = done.bytes_before == 0;
+        let run = ReclaimRun {
+            start_s: secs(start),
+            end_s: secs(Instant::now()),
+            bytes_before: done.bytes_before,
+            bytes_after: done.bytes_after,
+            error,
         };
         runs.push(run);
         if idle {
