@@ -79,6 +79,23 @@ pub fn choose(stats: &[SegmentStat], persisted_seq: u64, policy: &GcPolicy) -> O
     best.map(|(_, s, l)| stats[s..s + l].iter().map(|x| x.id).collect())
 }
 
+/// Dead share of the sealed segments' record bytes, in percent (0 when they
+/// hold none): what [`crate::Options::journal_compaction_garbage_pct`] is
+/// compared against. The active segment is left out: nothing in it can be
+/// compacted yet.
+pub fn garbage_pct(stats: &[SegmentStat]) -> f64 {
+    let (bytes, dead) = stats
+        .iter()
+        .filter(|s| s.sealed)
+        .fold((0u64, 0u64), |(b, d), s| {
+            (b + s.record_bytes, d + s.dead_bytes.min(s.record_bytes))
+        });
+    if bytes == 0 {
+        return 0.0;
+    }
+    100.0 * dead as f64 / bytes as f64
+}
+
 /// A journal record as value GC sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordAt {
@@ -128,6 +145,18 @@ mod tests {
         single_live_pct: 30,
         run_live_pct: 70,
     };
+
+    #[test]
+    fn garbage_share_counts_sealed_segments_only() {
+        assert_eq!(garbage_pct(&[]), 0.0);
+        let mut active = s(3, 100, u64::MAX);
+        active.sealed = false;
+        // 60 + 20 dead of 200 sealed bytes; the all-dead active segment is
+        // not compactable and does not count.
+        assert_eq!(garbage_pct(&[s(1, 60, 5), s(2, 20, 9), active]), 40.0);
+        // Dead counts above a segment's size (double counting) are capped.
+        assert_eq!(garbage_pct(&[s(1, 500, 5), s(2, 0, 9)]), 50.0);
+    }
 
     #[test]
     fn picks_best_run_and_respects_persisted_seq() {

@@ -98,8 +98,18 @@ pub struct Options {
     /// Default `(0, 24)`: any hour. `None` disables scheduled runs
     /// (on-demand runs still work).
     pub journal_compaction_hours: Option<(u8, u8)>,
-    /// Scheduled journal compaction runs at most this often. Default 3600 s.
+    /// Scheduled journal compaction runs at most this often, unless the
+    /// journal holds [`Options::journal_compaction_garbage_pct`] garbage.
+    /// Default 3600 s.
     pub journal_compaction_interval_s: u64,
+    /// A scheduled journal compaction is due, however recent the last run,
+    /// while at least this percentage of the sealed segments' record bytes
+    /// is known dead (overwritten or deleted values): a store under
+    /// overwrites then keeps its journal within about `100 / (100 − pct)`×
+    /// its live values instead of growing until the next interval. 0 turns
+    /// the trigger off (interval only). Default
+    /// [`JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT`].
+    pub journal_compaction_garbage_pct: u32,
     /// Most adjacent journal segments compacted in one run. Default 8.
     pub journal_compaction_run_segments_max: usize,
     /// A single segment is worth compacting when its live share is below this
@@ -120,6 +130,10 @@ pub struct Options {
     /// Read-ahead of an object scan: values fetched per batch. Default 64.
     pub scan_readahead_values: usize,
 }
+
+/// Default garbage share that makes a journal compaction due at once, percent
+/// (50: the journal stays within about 2× its live values).
+pub const JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT: u32 = 50;
 
 /// Default read rate of a journal compaction, bytes per second (32 MiB/s).
 /// Measured with `bench scenario volume --variants 8k-gc` (24 workers, 768
@@ -153,6 +167,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             journal_compaction_hours: Some((0, 24)),
             journal_compaction_interval_s: 3600,
+            journal_compaction_garbage_pct: JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT,
             journal_compaction_run_segments_max: 8,
             journal_compaction_single_live_pct: 30,
             journal_compaction_run_live_pct: 70,
@@ -295,6 +310,13 @@ impl Options {
             self.journal_compaction_single_live_pct as u64,
             0,
             100,
+            "%",
+        )?;
+        range(
+            "options.journal_compaction_garbage_pct",
+            self.journal_compaction_garbage_pct as u64,
+            0,
+            99,
             "%",
         )?;
         range(

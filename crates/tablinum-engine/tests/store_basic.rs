@@ -611,3 +611,54 @@ fn reads_racing_segment_rolls_never_fail() {
     assert!(reads > 0);
     assert!(s.stats().journal_segments > 1);
 }
+
+/// Opens a store with `journal_compaction_garbage_pct = pct` (and the
+/// default hourly interval), lets its first scheduled check pass, then
+/// overwrites every key nine times (90 % of the journal dead) and returns
+/// the journal compactions that ran by themselves within `wait`.
+fn scheduled_compactions_after_overwrites(pct: u32, wait: std::time::Duration) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        journal_compaction_garbage_pct: pct,
+        ..small_opts()
+    };
+    assert_eq!(opts.journal_compaction_interval_s, 3600);
+    let s = Store::open(dir.path(), opts).unwrap();
+    // The first check after open finds nothing to do and starts the interval.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    for round in 0..10u32 {
+        for i in 0..100u32 {
+            s.put(format!("k{i:04}").as_bytes(), &val(i * 10 + round, 2000))
+                .unwrap();
+        }
+    }
+    s.flush().unwrap();
+    let t0 = std::time::Instant::now();
+    while s.stats().journal_compactions == 0 && t0.elapsed() < wait {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let n = s.stats().journal_compactions;
+    for i in 0..100u32 {
+        assert_eq!(
+            s.get(format!("k{i:04}").as_bytes()).unwrap().unwrap(),
+            val(i * 10 + 9, 2000)
+        );
+    }
+    s.verify().unwrap();
+    n
+}
+
+#[test]
+fn a_journal_mostly_garbage_is_compacted_without_waiting_for_the_interval() {
+    let n = scheduled_compactions_after_overwrites(50, std::time::Duration::from_secs(30));
+    assert!(
+        n > 0,
+        "no journal compaction ran within 30 s of 90 % garbage"
+    );
+}
+
+#[test]
+fn without_the_garbage_trigger_the_interval_holds_compaction_back() {
+    let n = scheduled_compactions_after_overwrites(0, std::time::Duration::from_secs(4));
+    assert_eq!(n, 0, "a journal compaction ran inside the hourly interval");
+}

@@ -94,6 +94,12 @@ pub const JOURNAL_COMPACTION_MIB_PER_S_DEFAULT: u64 =
     tablinum_engine::JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT >> 20;
 /// Largest journal-compaction read rate accepted, MiB/s.
 pub const JOURNAL_COMPACTION_MIB_PER_S_MAX: u64 = 65_536;
+/// Dead share of a tablet's sealed journal that makes a compaction due at
+/// once, percent (the engine's default).
+pub const JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT: u32 =
+    tablinum_engine::JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT;
+/// Largest garbage share accepted, percent.
+pub const JOURNAL_COMPACTION_GARBAGE_PCT_MAX: u32 = 99;
 /// Background threads (flushes, compactions) of a server, all tablets.
 pub const BACKGROUND_THREADS_DEFAULT: usize = 2;
 /// Block cache of a server, all tablets, MiB.
@@ -323,6 +329,10 @@ pub struct TserverConfig {
     /// Each tablet's journal compaction reads at most this fast, MiB/s
     /// (0..=`JOURNAL_COMPACTION_MIB_PER_S_MAX`; 0: as fast as the disk goes).
     pub journal_compaction_mib_per_s: u64,
+    /// A tablet's journal compaction is due at once, however recent the
+    /// last, while this share of its sealed journal is dead, percent
+    /// (0..=`JOURNAL_COMPACTION_GARBAGE_PCT_MAX`; 0: the interval only).
+    pub journal_compaction_garbage_pct: u32,
     /// Background threads running every tablet's flushes and compactions.
     pub background_threads: usize,
     /// Block cache shared by every tablet, MiB.
@@ -370,6 +380,7 @@ impl Default for TserverConfig {
             journal_segment_mib: JOURNAL_SEGMENT_MIB_DEFAULT,
             journal_compaction_interval_s: JOURNAL_COMPACTION_INTERVAL_S_DEFAULT,
             journal_compaction_mib_per_s: JOURNAL_COMPACTION_MIB_PER_S_DEFAULT,
+            journal_compaction_garbage_pct: JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT,
             background_threads: BACKGROUND_THREADS_DEFAULT,
             block_cache_mib: BLOCK_CACHE_MIB_DEFAULT,
             open_files_max: OPEN_FILES_MAX_DEFAULT,
@@ -469,6 +480,12 @@ impl TserverConfig {
             return Err(format!(
                 "journal_compaction_mib_per_s = {} is outside 0..={JOURNAL_COMPACTION_MIB_PER_S_MAX}",
                 self.journal_compaction_mib_per_s
+            ));
+        }
+        if self.journal_compaction_garbage_pct > JOURNAL_COMPACTION_GARBAGE_PCT_MAX {
+            return Err(format!(
+                "journal_compaction_garbage_pct = {} is outside 0..={JOURNAL_COMPACTION_GARBAGE_PCT_MAX}",
+                self.journal_compaction_garbage_pct
             ));
         }
         if self.batch_bytes == 0 || self.heartbeat_interval_ms == 0 || self.ack_wait_timeout_ms == 0
@@ -728,11 +745,13 @@ mod tests {
         let c: ConfigFile = toml::from_str(
             "[tserver]
 journal_compaction_mib_per_s = 0
+journal_compaction_garbage_pct = 0
 ",
         )
         .unwrap();
         let t = c.tserver.unwrap();
         assert_eq!(t.journal_compaction_mib_per_s, 0);
+        assert_eq!(t.journal_compaction_garbage_pct, 0);
         assert!(t.validate().is_ok());
         assert_eq!(
             TserverConfig::default().journal_compaction_mib_per_s << 20,
@@ -744,6 +763,13 @@ journal_compaction_mib_per_s = 0
         };
         assert!(
             matches!(bad.validate(), Err(Error::Config(m)) if m.contains("journal_compaction_mib_per_s"))
+        );
+        let bad = TserverConfig {
+            journal_compaction_garbage_pct: JOURNAL_COMPACTION_GARBAGE_PCT_MAX + 1,
+            ..TserverConfig::default()
+        };
+        assert!(
+            matches!(bad.validate(), Err(Error::Config(m)) if m.contains("journal_compaction_garbage_pct = 100"))
         );
     }
 }

@@ -313,6 +313,7 @@ impl Tserver {
             journal_segment_bytes_max: self.cfg.journal_segment_mib << 20,
             journal_compaction_interval_s: self.cfg.journal_compaction_interval_s,
             journal_compaction_bytes_per_s: self.cfg.journal_compaction_mib_per_s << 20,
+            journal_compaction_garbage_pct: self.cfg.journal_compaction_garbage_pct,
             ..Options::default()
         }
     }

@@ -86,38 +86,54 @@ impl Inner {
         if !in_window(utc_hour_now(), window) {
             return Ok(());
         }
-        {
-            let last = inner.gc_lock.lock();
-            if last.is_some_and(|t| {
-                t.elapsed() < Duration::from_secs(inner.opts.journal_compaction_interval_s)
-            }) {
-                return Ok(());
-            }
+        let recent = inner.gc_lock.lock().is_some_and(|t| {
+            t.elapsed() < Duration::from_secs(inner.opts.journal_compaction_interval_s)
+        });
+        if recent && !self.journal_over_garbage_pct() {
+            return Ok(());
         }
         self.journal_compaction().map(|_| ())
+    }
+
+    /// True when `journal_compaction_garbage_pct` (not 0) of the sealed
+    /// journal is known dead, counting dead bytes not yet in the manifest.
+    fn journal_over_garbage_pct(&self) -> bool {
+        let pct = self.opts.journal_compaction_garbage_pct;
+        if pct == 0 {
+            return false;
+        }
+        // Cloned first: `segment_stats` takes the writer lock, which comes
+        // before the meta lock.
+        let segments = self.lock_meta().state.segments.clone();
+        gc::garbage_pct(&self.segment_stats(&segments)) >= f64::from(pct)
+    }
+
+    /// What the GC policy knows of `segments`: their sizes and the bytes
+    /// known dead, including dead bytes counted since the last manifest save.
+    fn segment_stats(&self, segments: &[SegmentMeta]) -> Vec<SegmentStat> {
+        let active = self.lock_writer().seg.id;
+        let unsaved = self.dead.lock().clone();
+        segments
+            .iter()
+            .map(|s| SegmentStat {
+                id: s.id,
+                sealed: s.id != active && s.max_seq != u64::MAX,
+                max_seq: s.max_seq,
+                record_bytes: s.size.saturating_sub(SEGMENT_HEADER_BYTES),
+                dead_bytes: s.dead_bytes + unsaved.get(&s.id).copied().unwrap_or(0),
+            })
+            .collect()
     }
 
     pub(super) fn journal_compaction(&self) -> Result<JournalCompaction> {
         let inner = self;
         let mut last = inner.gc_lock.lock();
         *last = Some(Instant::now());
-        let (stats, persisted, metas) = {
-            let active = inner.lock_writer().seg.id;
+        let (persisted, metas) = {
             let m = inner.lock_meta();
-            let stats: Vec<SegmentStat> = m
-                .state
-                .segments
-                .iter()
-                .map(|s| SegmentStat {
-                    id: s.id,
-                    sealed: s.id != active && s.max_seq != u64::MAX,
-                    max_seq: s.max_seq,
-                    record_bytes: s.size.saturating_sub(SEGMENT_HEADER_BYTES),
-                    dead_bytes: s.dead_bytes,
-                })
-                .collect();
-            (stats, m.state.persisted_seq, m.state.segments.clone())
+            (m.state.persisted_seq, m.state.segments.clone())
         };
+        let stats = inner.segment_stats(&metas);
         let policy = GcPolicy {
             run_segments_max: inner.opts.journal_compaction_run_segments_max,
             single_live_pct: inner.opts.journal_compaction_single_live_pct,
@@ -165,6 +181,9 @@ impl Inner {
                 false,
                 sm.scan_limit(),
                 |off, len, rec| {
+                    // Closing stops a run between records: its new
+                    // segments are unnamed and go at the next open.
+                    inner.check_open()?;
                     pace.add(u64::from(len));
                     let lk = entry::object_key(rec.key);
                     let cur = lookup(&sv, &lk)?;

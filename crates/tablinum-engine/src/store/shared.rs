@@ -8,10 +8,13 @@
 //! resources of its own, sized from its `Options`.
 //!
 //! The pool runs one unit of work at a time per store and job kind: flushes
-//! first (they unblock writers), then compactions (ledger, then scheduled
-//! journal compaction), never more compactions at once than `threads - 1`,
-//! so a flush always finds a thread, even while a journal compaction waits
-//! for the flush that carries its edit. A job that panics poisons its store
+//! first (they unblock writers), then ledger compactions, never more
+//! compactions at once than `threads - 1`, so a flush always finds a thread.
+//! Scheduled journal compaction (value GC) runs on one thread of its own,
+//! one store at a time: a run is paced reads that take tens of seconds and
+//! then waits for the flush that carries its edit, so in a pool slot it
+//! would hold up the store's ledger compactions (and, with two threads,
+//! every store's) for as long. A job that panics poisons its store
 //! (as a failed fsync does); a job that fails with a transient error
 //! ([`Error::is_transient`]) is retried with backoff and the store resumes
 //! by itself. The pool never holds a store alive: it keeps weak references.
@@ -120,7 +123,7 @@ impl Shared {
             memtable_budget_bytes: opts.memtable_budget_bytes,
             memtable_bytes: Arc::new(AtomicU64::new(0)),
         });
-        let mut threads = Vec::with_capacity(opts.worker_threads);
+        let mut threads = Vec::with_capacity(opts.worker_threads + 1);
         for i in 0..opts.worker_threads {
             let p = pool.clone();
             let t = std::thread::Builder::new()
@@ -129,6 +132,12 @@ impl Shared {
                 .map_err(|e| Error::io("spawn background worker", "", e))?;
             threads.push(t);
         }
+        let p = pool.clone();
+        let t = std::thread::Builder::new()
+            .name("tablinum-gc".to_string())
+            .spawn(move || p.run_journal_compaction())
+            .map_err(|e| Error::io("spawn journal compaction thread", "", e))?;
+        threads.push(t);
         Ok(Arc::new(Shared {
             caches: Arc::new(Caches::new(opts.open_files_max, opts.block_cache_bytes)),
             pool,
@@ -179,14 +188,16 @@ pub(super) struct Jobs {
     pub(super) retries: AtomicU64,
     /// The last transient failure, while it is not yet overcome.
     pub(super) failing: Mutex<Option<String>>,
-    /// Next check for scheduled journal compaction.
-    gc_next_check: Mutex<Option<Instant>>,
+    /// The journal compaction thread is running a scheduled run of this store.
+    journal_compacting: AtomicBool,
 }
 
 impl Jobs {
     /// True while a worker runs a job of this store.
     pub(super) fn busy(&self) -> bool {
-        self.flushing.load(Ordering::Acquire) || self.compacting.load(Ordering::Acquire)
+        self.flushing.load(Ordering::Acquire)
+            || self.compacting.load(Ordering::Acquire)
+            || self.journal_compacting.load(Ordering::Acquire)
     }
 
     fn backing_off(&self, now: Instant) -> bool {
@@ -272,6 +283,54 @@ impl Pool {
         }
     }
 
+    /// The journal compaction thread: every [`GC_CHECK_MS`], each store
+    /// whose window is open gets its scheduled run if one is due, one store
+    /// at a time.
+    fn run_journal_compaction(self: Arc<Self>) {
+        loop {
+            let stores: Vec<Weak<Inner>> = {
+                let mut st = self.state.lock();
+                let next = Instant::now() + Duration::from_millis(GC_CHECK_MS);
+                while !st.shutdown && Instant::now() < next {
+                    self.cv.wait_until(&mut st, next);
+                }
+                if st.shutdown {
+                    return;
+                }
+                st.stores.clone()
+            };
+            let now = Instant::now();
+            // One strong reference at a time, dropped before the next store.
+            for s in stores.iter().filter_map(Weak::upgrade) {
+                if s.opts.journal_compaction_hours.is_none() || s.jobs.backing_off(now) {
+                    continue;
+                }
+                // Claim first, then check: `close` marks the store closed
+                // and then waits until no job (this one included) runs.
+                if s.jobs.journal_compacting.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                if !s.closed.load(Ordering::Acquire) && s.bg_error.lock().is_none() {
+                    let r = catch_unwind(AssertUnwindSafe(|| {
+                        match s.scheduled_journal_compaction() {
+                            // Closing interrupted the run: nothing failed
+                            // (its edit is flushed by close or dropped with
+                            // its unnamed segments at the next open).
+                            Err(Error::Closed) => Ok(()),
+                            r => r,
+                        }
+                    }));
+                    s.job_done("journal compaction", r);
+                }
+                s.jobs.journal_compacting.store(false, Ordering::Release);
+                s.bg_cv.notify_all();
+                if self.state.lock().shutdown {
+                    return;
+                }
+            }
+        }
+    }
+
     /// The next job, if any (called with the state locked).
     fn pick(&self, st: &mut PoolState) -> Option<Job> {
         st.stores.retain(|w| w.strong_count() > 0);
@@ -312,9 +371,7 @@ impl Pool {
             if s.jobs.backing_off(now) {
                 continue;
             }
-            let gc_due = s.opts.journal_compaction_hours.is_some()
-                && s.jobs.gc_next_check.lock().is_none_or(|t| now >= t);
-            if !(s.jobs.compact_wanted.load(Ordering::Acquire) || gc_due || s.graveyard.due(now)) {
+            if !(s.jobs.compact_wanted.load(Ordering::Acquire) || s.graveyard.due(now)) {
                 continue;
             }
             if !s.jobs.compacting.swap(true, Ordering::AcqRel) {
@@ -350,22 +407,6 @@ impl Pool {
                         return Ok(());
                     }
                     s.jobs.compact_wanted.store(false, Ordering::Release);
-                    let due = s
-                        .jobs
-                        .gc_next_check
-                        .lock()
-                        .is_none_or(|t| Instant::now() >= t);
-                    if due {
-                        *s.jobs.gc_next_check.lock() =
-                            Some(Instant::now() + Duration::from_millis(GC_CHECK_MS));
-                        match s.scheduled_journal_compaction() {
-                            // Closing interrupted the run: nothing failed
-                            // (its edit is flushed by close or dropped with
-                            // its unnamed segments at the next open).
-                            Err(Error::Closed) => {}
-                            r => r?,
-                        }
-                    }
                     Ok(())
                 }));
                 s.job_done("compaction", r);
