@@ -88,6 +88,23 @@ pub const FULL_REPORT_INTERVAL_S: f64 = 10.0;
 pub const FULL_MEMORY_LIMIT_BYTES: u64 = 2 << 30;
 /// Key space in full mode: 20M keys.
 pub const FULL_KEYS: u64 = 20_000_000;
+/// Measured seconds per run with `--long` (30 minutes: the tail of a store
+/// that has outgrown memory many times over).
+pub const LONG_RUN_S: f64 = 1800.0;
+/// Report interval with `--long`, seconds.
+pub const LONG_REPORT_INTERVAL_S: f64 = 30.0;
+/// Memory limit per run with `--long`, bytes (768 MiB: the smallest limit
+/// every peer survived at 24 workers, so that data reaches 10× it).
+pub const LONG_MEMORY_LIMIT_BYTES: u64 = 768 << 20;
+/// Concurrent workers with `--long` (the shape the volume issue measured).
+pub const LONG_WORKERS: u32 = 24;
+/// Key space of a `--long` variant, as value bytes per byte of memory limit:
+/// pareto keys over 16× the limit leave a live store of ≥ 10× it after 30
+/// minutes (the key space's far tail is rarely drawn) and bound the disk a
+/// run needs: every update past that overwrites, so each store's own
+/// reclamation (compaction, blob GC, journal compaction) must keep up.
+pub const LONG_DATA_PER_MEMORY_LIMIT: u64 = 16;
+
 /// Most repeats accepted.
 pub const REPEAT_MAX: u32 = 100;
 
@@ -120,8 +137,11 @@ pub struct VolumeShape {
     pub report_interval_s: f64,
     /// Memory limit per run, bytes.
     pub memory_limit_bytes: u64,
-    /// Key space.
-    pub keys: u64,
+    /// Key space; `None`: [`LONG_DATA_PER_MEMORY_LIMIT`] times the memory
+    /// limit in values of each variant's size ([`long_keys`]).
+    pub keys: Option<u64>,
+    /// Concurrent workers.
+    pub workers: u32,
 }
 
 /// The quick and full presets.
@@ -130,15 +150,34 @@ pub const PRESETS: Preset<VolumeShape> = Preset {
         run_s: QUICK_RUN_S,
         report_interval_s: QUICK_REPORT_INTERVAL_S,
         memory_limit_bytes: QUICK_MEMORY_LIMIT_BYTES,
-        keys: QUICK_KEYS,
+        keys: Some(QUICK_KEYS),
+        workers: WORKERS,
     },
     full: VolumeShape {
         run_s: FULL_RUN_S,
         report_interval_s: FULL_REPORT_INTERVAL_S,
         memory_limit_bytes: FULL_MEMORY_LIMIT_BYTES,
-        keys: FULL_KEYS,
+        keys: Some(FULL_KEYS),
+        workers: WORKERS,
     },
 };
+
+/// The `--long` preset: ≥ 30-minute runs whose data grows to ≥ 10× the
+/// memory limit, within the disk of one machine (4 variants × 4 targets
+/// take ~8.5 hours; run one variant at a time with `--variants`).
+pub const LONG: VolumeShape = VolumeShape {
+    run_s: LONG_RUN_S,
+    report_interval_s: LONG_REPORT_INTERVAL_S,
+    memory_limit_bytes: LONG_MEMORY_LIMIT_BYTES,
+    keys: None,
+    workers: LONG_WORKERS,
+};
+
+/// The key space of a `--long` variant with `value_size_bytes` values.
+pub fn long_keys(value_size_bytes: u64, memory_limit_bytes: Option<u64>) -> u64 {
+    let memory = memory_limit_bytes.unwrap_or(LONG_MEMORY_LIMIT_BYTES);
+    (LONG_DATA_PER_MEMORY_LIMIT * memory / value_size_bytes.max(1)).max(1)
+}
 
 /// One variant of the volume test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,8 +261,14 @@ pub struct VolumeArgs {
     /// Short runs: 25 s each under a 1 GiB memory limit (all variants and
     /// five targets in under 10 minutes on 2 cores). Default: 10 minutes each
     /// under 2 GiB.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "long")]
     pub quick: bool,
+    /// Long runs: 30 minutes each under a 768 MiB limit, 24 workers, each
+    /// variant's key space 16× the limit in its values, so data grows past
+    /// 10× the limit and every store must reclaim overwritten values as it
+    /// goes (~2 hours per variant with four targets).
+    #[arg(long)]
+    pub long: bool,
     /// Output directory (scenario.json, README.md, one directory per variant
     /// and run). Must not hold an earlier scenario.
     #[arg(long)]
@@ -255,12 +300,13 @@ pub struct VolumeArgs {
     /// Stop a run after this many ops (in addition to the duration).
     #[arg(long)]
     pub op_count: Option<u64>,
-    /// Key space (default 2M with --quick, else 20M).
+    /// Key space (default 2M with --quick, 16× the memory limit in values
+    /// with --long, else 20M).
     #[arg(long)]
     pub keys: Option<u64>,
-    /// Concurrent workers per run.
-    #[arg(long, default_value_t = WORKERS)]
-    pub workers: u32,
+    /// Concurrent workers per run (default 16; 24 with --long).
+    #[arg(long)]
+    pub workers: Option<u32>,
     /// Block/row cache budget of every target, bytes.
     #[arg(long, default_value_t = CACHE_BYTES_DEFAULT)]
     pub cache_bytes: u64,
@@ -278,8 +324,8 @@ pub struct VolumeParameters {
     pub run_s: f64,
     /// Op budget per run, if any.
     pub op_count: Option<u64>,
-    /// Key space.
-    pub keys: u64,
+    /// Key space; `None` when each variant has its own (in its description).
+    pub keys: Option<u64>,
     /// Key distribution.
     pub key_generator: String,
     /// Value generator.
@@ -415,11 +461,16 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
         chosen
     };
     check_range("--repeat", args.repeat, 1, REPEAT_MAX)?;
-    let preset = <Volume as Scenario>::PRESETS.pick(args.quick);
+    let preset = if args.long {
+        LONG
+    } else {
+        <Volume as Scenario>::PRESETS.pick(args.quick)
+    };
     let run_s = args.duration_s.unwrap_or(preset.run_s);
     // At least ten report rows per run, so the last window is a tenth of it.
     let report_interval_s = (run_s / 10.0).clamp(REPORT_INTERVAL_S_MIN, preset.report_interval_s);
-    let keys = args.keys.unwrap_or(preset.keys);
+    let keys = args.keys.or(preset.keys);
+    let workers = args.workers.unwrap_or(preset.workers);
     let memory_limit_bytes = if args.no_memory_limit {
         None
     } else {
@@ -440,12 +491,14 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
     let variant_specs = variants
         .iter()
         .map(|v| {
+            let own_keys = keys.is_none();
+            let keys = keys.unwrap_or_else(|| long_keys(v.value_size_bytes, memory_limit_bytes));
             let mut w = workload(
                 v,
                 run_s,
                 args.op_count,
                 keys,
-                args.workers,
+                workers,
                 report_interval_s,
                 args.seed,
             );
@@ -460,10 +513,15 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
             Ok(VariantSpec {
                 name: v.name.to_string(),
                 description: format!(
-                    "{} value, {} workers, {}{}",
+                    "{} value, {} workers, {}{}{}",
                     v.size_label,
-                    args.workers,
+                    workers,
                     if v.sync { "sync" } else { "no_sync" },
+                    if own_keys && !v.reclaim {
+                        format!(", {} keys", w.keys)
+                    } else {
+                        String::new()
+                    },
                     match w.reclaim_window_s {
                         Some([a, b]) => format!(
                             ", {} keys preloaded, reclamation run from {} s to {} s",
@@ -480,10 +538,11 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
         })
         .collect::<Result<Vec<_>, BenchError>>()?;
     let parameters = VolumeParameters {
-        workers: args.workers,
+        workers,
         run_s,
         op_count: args.op_count,
-        keys,
+        // A reclaim variant sizes its own key space (in its description).
+        keys: keys.filter(|_| !variants.iter().any(|v| v.reclaim)),
         key_generator: "pareto".into(),
         value_generator: "fixed".into(),
         op_mix: format!("get:update = {GET_WEIGHT}:{UPDATE_WEIGHT}"),
@@ -925,7 +984,8 @@ mod tests {
             duration_s: None,
             op_count: None,
             keys: None,
-            workers: WORKERS,
+            workers: None,
+            long: false,
             cache_bytes: CACHE_BYTES_DEFAULT,
             seed: VOLUME_SEED,
         }
@@ -960,6 +1020,41 @@ mod tests {
     }
 
     #[test]
+    fn long_runs_size_each_key_space_to_the_memory_limit() {
+        let a = VolumeArgs {
+            quick: false,
+            long: true,
+            ..args()
+        };
+        let (s, p) = spec(&a).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.memory_limit_bytes, Some(768 << 20));
+        assert_eq!(
+            (p.run_s, p.report_interval_s, p.workers),
+            (1800.0, 30.0, 24)
+        );
+        assert_eq!(p.keys, None);
+        for v in &s.variants {
+            let w = &v.workload;
+            // 16× the limit in this variant's values, not preloaded.
+            assert_eq!(w.keys * w.value_size_bytes, 16 * (768 << 20), "{}", v.name);
+            assert_eq!((w.preload_keys, w.reclaim_window_s), (0, None));
+            assert!(v.description.contains(&format!("{} keys", w.keys)));
+        }
+        assert_eq!(s.variants[2].workload.keys, 3_145_728);
+        // Flags still win over the preset.
+        let (s, _) = spec(&VolumeArgs {
+            keys: Some(1000),
+            workers: Some(8),
+            memory_limit_mib: Some(1024),
+            ..a
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.variants[0].workload.keys, 1000);
+        assert_eq!(s.variants[0].workload.concurrent, 8);
+        assert_eq!(s.memory_limit_bytes, Some(1 << 30));
+    }
+
+    #[test]
     fn quick_defaults_are_the_reports_test_scaled_down() {
         let (spec, p) = spec(&args()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(spec.targets[0], "tablinum");
@@ -975,7 +1070,7 @@ mod tests {
         assert_eq!(spec.memory_limit_bytes, Some(QUICK_MEMORY_LIMIT_BYTES));
         assert_eq!(
             (p.run_s, p.keys, p.report_interval_s),
-            (QUICK_RUN_S, QUICK_KEYS, 1.0)
+            (QUICK_RUN_S, Some(QUICK_KEYS), 1.0)
         );
         let w = &spec.variants[0].workload;
         assert!(spec.variants[0].sync && !spec.variants[1].sync);
@@ -1049,7 +1144,7 @@ mod tests {
             ),
             (
                 VolumeArgs {
-                    workers: 0,
+                    workers: Some(0),
                     ..args()
                 },
                 "concurrent",
