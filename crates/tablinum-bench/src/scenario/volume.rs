@@ -471,6 +471,8 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
     let report_interval_s = (run_s / 10.0).clamp(REPORT_INTERVAL_S_MIN, preset.report_interval_s);
     let keys = args.keys.or(preset.keys);
     let workers = args.workers.unwrap_or(preset.workers);
+    // No one key space for the whole scenario: each variant names its own.
+    let per_variant_keys = keys.is_none() || variants.iter().any(|v| v.reclaim);
     let memory_limit_bytes = if args.no_memory_limit {
         None
     } else {
@@ -491,7 +493,6 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
     let variant_specs = variants
         .iter()
         .map(|v| {
-            let own_keys = keys.is_none();
             let keys = keys.unwrap_or_else(|| long_keys(v.value_size_bytes, memory_limit_bytes));
             let mut w = workload(
                 v,
@@ -517,7 +518,7 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
                     v.size_label,
                     workers,
                     if v.sync { "sync" } else { "no_sync" },
-                    if own_keys && !v.reclaim {
+                    if per_variant_keys && !v.reclaim {
                         format!(", {} keys", w.keys)
                     } else {
                         String::new()
@@ -541,8 +542,7 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
         workers,
         run_s,
         op_count: args.op_count,
-        // A reclaim variant sizes its own key space (in its description).
-        keys: keys.filter(|_| !variants.iter().any(|v| v.reclaim)),
+        keys: keys.filter(|_| !per_variant_keys),
         key_generator: "pareto".into(),
         value_generator: "fixed".into(),
         op_mix: format!("get:update = {GET_WEIGHT}:{UPDATE_WEIGHT}"),
@@ -999,7 +999,7 @@ mod tests {
             duration_s: Some(120.0),
             ..args()
         };
-        let (s, _) = spec(&a).unwrap_or_else(|e| panic!("{e}"));
+        let (s, p) = spec(&a).unwrap_or_else(|e| panic!("{e}"));
         let gc = &s.variants[0].workload;
         assert_eq!(gc.keys, 3 * (768 << 20) / 8192);
         assert_eq!(gc.preload_keys, gc.keys);
@@ -1009,6 +1009,11 @@ mod tests {
             .contains("reclamation run from 60 s to 120 s"));
         let other = &s.variants[1].workload;
         assert_eq!((other.reclaim_window_s, other.preload_keys), (None, 0));
+        // The scenario has no one key space: each variant names its own.
+        assert_eq!(p.keys, None);
+        assert!(s.variants[1]
+            .description
+            .contains(&format!("{} keys", other.keys)));
         let e = spec(&VolumeArgs {
             variants: vec!["9k".into()],
             ..args()
