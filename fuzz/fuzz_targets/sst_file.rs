@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(sst_path(dir.path(), 1), data).unwrap();
     let caches = Arc::new(Caches::new(16, 1 << 20));
-    if let Ok(r) = SstReader::open(dir.path(), 1, caches) {
+    if let Ok(r) = SstReader::open(dir.path(), 1, caches.view()) {
         let _ = r.get(b"\0key", key_hash(b"\0key"));
         let _ = r.verify();
     }

@@ -45,6 +45,28 @@ pub struct Reclaimed {
     pub bytes_after: u64,
 }
 
+/// How a [`Counter`] reads over time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterKind {
+    /// A running total since the store opened: reports show its change per
+    /// interval and over the run.
+    Total,
+    /// A level now (bytes held, files waiting): reports show it per interval
+    /// and its peak over the run.
+    Level,
+}
+
+/// One of a store's own counters, as the store names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counter {
+    /// Stable snake_case name (`value_reads`, `block_cache_hits`).
+    pub name: &'static str,
+    /// Its value now.
+    pub value: u64,
+    /// Whether it is a running total or a level.
+    pub kind: CounterKind,
+}
+
 /// A store under test.
 pub trait Target: Send + Sync {
     /// Short stable name (`tablinum`, `rocksdb`, `rocksdb-blob`, `fjall`, `fjall-kv`).
@@ -71,6 +93,14 @@ pub trait Target: Send + Sync {
     /// by itself, as RocksDB's compactions do).
     fn reclaim(&self) -> Result<Option<Reclaimed>, TargetError> {
         Ok(None)
+    }
+    /// The store's own counters now (block cache hits, bloom filter false
+    /// positives, bytes held in memtables, …), read at every report interval
+    /// so a run's profile says where its reads go. Empty (the default) when
+    /// the target reports none. Called on the reporter thread while the
+    /// workers run: must be cheap (a few short locks at most).
+    fn counters(&self) -> Vec<Counter> {
+        Vec::new()
     }
     /// Flushes and closes; called once at the end of a run.
     fn close(&self) -> Result<(), TargetError>;

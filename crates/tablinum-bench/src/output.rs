@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::BenchError;
 use crate::stats::{Interval, OpInterval, Percentiles};
+use crate::target::{Counter, CounterKind};
 use crate::workload::{Op, Workload};
 
 /// Header of `summary.csv` (basho_bench).
@@ -32,6 +33,12 @@ pub const SUMMARY_CSV: &str = "summary.csv";
 pub const SUMMARY_PNG: &str = "summary.png";
 /// File name of the error counts.
 pub const ERRORS_CSV: &str = "errors.csv";
+
+/// File name of the target's own counters per interval.
+pub const STORE_COUNTERS_CSV: &str = "store_counters.csv";
+/// Header of `store_counters.csv`: one row per counter per interval; `value`
+/// is a total's change over the interval or a level as read at its end.
+pub const STORE_COUNTERS_CSV_HEADER: &str = "elapsed, window, name, kind, value";
 
 /// File name of `op`'s latency CSV.
 pub fn latencies_csv_name(op: Op) -> String {
@@ -69,6 +76,93 @@ pub fn latencies_csv_line(elapsed_s: f64, window_s: f64, o: &OpInterval) -> Stri
         "{e}, {w}, {}, {}, {:.1}, {}, {}, {}, {}, {}, {}",
         o.successful, p.min, p.mean, p.p50, p.p95, p.p99, p.p99_9, p.max, o.failed
     )
+}
+
+/// A target's own counters over a run ([`Target::counters`]): written to
+/// `store_counters.csv` per interval (created with the first interval that
+/// has any) and summed up for `summary.json`. Holds what it was given; the
+/// runner does the sampling.
+///
+/// [`Target::counters`]: crate::target::Target::counters
+pub struct StoreCounters {
+    dir: PathBuf,
+    file: Option<(PathBuf, BufWriter<File>)>,
+    /// Totals at the previous sample.
+    last: BTreeMap<&'static str, u64>,
+    /// Totals' change since the first sample; levels' peak.
+    run: BTreeMap<String, u64>,
+}
+
+impl StoreCounters {
+    /// Starts from `now`, the counters at the start of measurement.
+    pub fn start(dir: &Path, now: &[Counter]) -> StoreCounters {
+        StoreCounters {
+            dir: dir.to_path_buf(),
+            file: None,
+            last: now
+                .iter()
+                .filter(|c| c.kind == CounterKind::Total)
+                .map(|c| (c.name, c.value))
+                .collect(),
+            run: BTreeMap::new(),
+        }
+    }
+
+    /// Records `now`, read at the end of an interval; returns each counter's
+    /// figure for the interval (a total's change, a level's value). A total
+    /// that went down (a store that reset it) counts from zero again.
+    pub fn record(
+        &mut self,
+        elapsed_s: f64,
+        window_s: f64,
+        now: &[Counter],
+    ) -> Result<Vec<(&'static str, u64)>, BenchError> {
+        let mut row = Vec::with_capacity(now.len());
+        for c in now {
+            let v = match c.kind {
+                CounterKind::Total => {
+                    let before = self.last.insert(c.name, c.value).unwrap_or(0);
+                    let d = c.value.checked_sub(before).unwrap_or(c.value);
+                    *self.run.entry(c.name.to_string()).or_default() += d;
+                    d
+                }
+                CounterKind::Level => {
+                    let peak = self.run.entry(c.name.to_string()).or_default();
+                    *peak = (*peak).max(c.value);
+                    c.value
+                }
+            };
+            row.push((c.name, v));
+        }
+        if row.is_empty() {
+            return Ok(row);
+        }
+        if self.file.is_none() {
+            self.file = Some(create(
+                self.dir.join(STORE_COUNTERS_CSV),
+                STORE_COUNTERS_CSV_HEADER,
+            )?);
+        }
+        if let Some((path, w)) = &mut self.file {
+            let (e, win) = (erlang_float(elapsed_s), erlang_float(window_s));
+            for (c, (name, v)) in now.iter().zip(&row) {
+                let kind = match c.kind {
+                    CounterKind::Total => "total",
+                    CounterKind::Level => "level",
+                };
+                writeln!(w, "{e}, {win}, {name}, {kind}, {v}")
+                    .map_err(|err| BenchError::io(&*path, "write", err))?;
+            }
+            w.flush()
+                .map_err(|err| BenchError::io(&*path, "write", err))?;
+        }
+        Ok(row)
+    }
+
+    /// Over the run so far: each total's change, each level's peak.
+    pub fn run_figures(&self) -> BTreeMap<String, u64> {
+        self.run.clone()
+    }
 }
 
 /// Streams interval rows to the CSV files as a run goes (flushed every row, so
@@ -218,6 +312,11 @@ pub struct RunSummary {
     /// Why `summary.png` could not be drawn, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart_error: Option<String>,
+    /// The target's own counters over the measured period
+    /// (`store_counters.csv` has them per interval): a running total's
+    /// change, a level's peak. Empty when the target reports none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub store_counters: BTreeMap<String, u64>,
 }
 
 /// One `Target::reclaim` call inside a run's reclaim window.
@@ -439,6 +538,54 @@ pub fn rfc3339_utc(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counters(reads: u64, mem: u64) -> Vec<Counter> {
+        vec![
+            Counter {
+                name: "reads",
+                value: reads,
+                kind: CounterKind::Total,
+            },
+            Counter {
+                name: "mem",
+                value: mem,
+                kind: CounterKind::Level,
+            },
+        ]
+    }
+
+    #[test]
+    fn store_counters_give_totals_per_interval_and_levels_at_their_peak() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = StoreCounters::start(dir.path(), &counters(100, 5));
+        assert_eq!(
+            c.record(1.0, 1.0, &counters(130, 50)).unwrap(),
+            [("reads", 30), ("mem", 50)]
+        );
+        assert_eq!(
+            c.record(2.0, 1.0, &counters(160, 20)).unwrap(),
+            [("reads", 30), ("mem", 20)]
+        );
+        // A total that went down was reset: it counts from zero.
+        assert_eq!(
+            c.record(3.0, 1.0, &counters(7, 20)).unwrap(),
+            [("reads", 7), ("mem", 20)]
+        );
+        let run = c.run_figures();
+        assert_eq!((run["reads"], run["mem"]), (67, 50));
+        let text = std::fs::read_to_string(dir.path().join(STORE_COUNTERS_CSV)).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 7, "{text}");
+        assert_eq!(rows[0], STORE_COUNTERS_CSV_HEADER);
+        assert_eq!(rows[1], "1.0, 1.0, reads, total, 30");
+        assert_eq!(rows[6], "3.0, 1.0, mem, level, 20");
+        // A target without counters writes no file.
+        let empty = tempfile::tempdir().unwrap();
+        let mut none = StoreCounters::start(empty.path(), &[]);
+        assert!(none.record(1.0, 1.0, &[]).unwrap().is_empty());
+        assert!(!empty.path().join(STORE_COUNTERS_CSV).exists());
+        assert!(none.run_figures().is_empty());
+    }
 
     #[test]
     fn proc_io_is_parsed_and_bad_text_refused() {

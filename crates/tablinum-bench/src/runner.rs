@@ -10,7 +10,8 @@
 //! inside `reclaim_window_s`; its panic is reported as that of worker
 //! `concurrent`) and the phases before and in that window, and the reporter
 //! (main thread) that merges per-worker histograms every `report_interval_s`,
-//! writes CSV rows and status lines, and finally `summary.json` and the chart.
+//! reads the target's own counters at the same moments, writes CSV rows and
+//! status lines, and finally `summary.json` and the chart.
 //!
 //! It must never open, close or reach inside a target (the caller owns it), and
 //! never stop a run on a per-op target error: those are counted as `failed`.
@@ -27,6 +28,7 @@ use crate::error::BenchError;
 use crate::generators::{worker_rng, KeySource, OpChooser, ValueSource};
 use crate::output::{
     self, CsvWriter, OpSummary, Phase, PreloadSummary, ReclaimRun, ReclaimSummary, RunSummary,
+    StoreCounters,
 };
 use crate::progress::{status_line, Progress};
 use crate::stats::{self, Interval, Outcome, Percentiles, Recorder};
@@ -152,6 +154,7 @@ pub fn run_with_options(
 
     let ops = workload.operations.enabled();
     let mut csv = CsvWriter::create(out_dir, &ops)?;
+    let mut counters = StoreCounters::start(out_dir, &target.counters());
     let started_at = output::rfc3339_utc(SystemTime::now());
     let io_before = output::DiskIo::of_this_process();
     let t0 = Instant::now();
@@ -266,6 +269,14 @@ pub fn run_with_options(
                 &row,
                 cumulative.successful() + cumulative.failed(),
             ));
+            match counters.record(row.elapsed_s, row.window_s, &target.counters()) {
+                Ok(figures) if !figures.is_empty() => progress.line(&counters_line(&figures)),
+                Ok(_) => {}
+                Err(e) => {
+                    write_error.get_or_insert(e);
+                    shared.stop.store(true, Ordering::Relaxed);
+                }
+            }
             progress.set_message(format!("{:.0} ops/s", row.ops_per_sec()));
             if let (Some(p), Some(w)) = (phases.as_mut(), window) {
                 p.add(&row, &merged, w);
@@ -315,6 +326,7 @@ pub fn run_with_options(
         &ops,
     );
     summary.preload = preload;
+    summary.store_counters = counters.run_figures();
     if let (Some(w), Some(p), Some((supported, runs))) = (window, &phases, reclaim_runs) {
         let rate_mode = workload.mode == Mode::Rate;
         summary.reclaim = Some(ReclaimSummary::of(
@@ -366,6 +378,13 @@ pub fn run_with_options(
     Ok(summary)
 }
 
+/// The status line of the target's own counters for one interval:
+/// `  store: name=value …`.
+fn counters_line(figures: &[(&str, u64)]) -> String {
+    let pairs: Vec<String> = figures.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    format!("  store: {}", pairs.join(" "))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn summarize(
     workload: &Workload,
@@ -401,6 +420,7 @@ fn summarize(
         disk_io: None,
         reclaim: None,
         chart_error: None,
+        store_counters: BTreeMap::new(),
     }
 }
 

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tablinum_bench::cli::{execute, BenchCommand};
-use tablinum_bench::output::{LATENCIES_CSV_HEADER, SUMMARY_CSV_HEADER};
+use tablinum_bench::output::{
+    LATENCIES_CSV_HEADER, STORE_COUNTERS_CSV, STORE_COUNTERS_CSV_HEADER, SUMMARY_CSV_HEADER,
+};
 use tablinum_bench::target::{Target, TargetConfig, TargetError};
 use tablinum_bench::targets::{open_target, MemoryTarget};
 use tablinum_bench::{compare, run, run_with_options, RunOptions, RunRef, Workload};
@@ -112,6 +114,9 @@ fn memory_run_writes_basho_bench_files_summary_json_and_png() {
     // summary.json
     let j = json(&dir.join("summary.json"));
     assert_eq!(j["target"], "memory");
+    // The memory target keeps no counters of its own: no file, no field.
+    assert!(j.get("store_counters").is_none(), "{j}");
+    assert!(!dir.join(STORE_COUNTERS_CSV).exists());
     assert_eq!(j["seed"], 7);
     assert_eq!(j["workload"]["seed"], 7);
     assert_eq!(j["workload"]["concurrent"], 2);
@@ -395,6 +400,20 @@ fn tablinum_target_runs_through_the_cli_and_cleans_up() {
     assert!(j["total"].as_u64().is_some_and(|t| t > 0));
     assert!(j["disk_bytes"].as_u64().is_some_and(|b| b > 0), "{j}");
     assert!(j["ops"]["get"]["successful"].as_u64() > j["ops"]["get"]["not_found"].as_u64());
+    // The engine's own counters: found GETs of 4 KB values read the journal.
+    let c = &j["store_counters"];
+    assert!(c["value_reads"].as_u64().is_some_and(|n| n > 0), "{j}");
+    assert!(
+        c["value_read_bytes"].as_u64() >= c["value_reads"].as_u64().map(|n| n * 4096),
+        "{j}"
+    );
+    assert!(c["memtable_bytes"].as_u64().is_some_and(|b| b > 0), "{j}");
+    let rows = lines(&out.join(STORE_COUNTERS_CSV));
+    assert_eq!(rows[0], STORE_COUNTERS_CSV_HEADER);
+    assert!(
+        rows.iter().any(|l| l.contains(", value_reads, total, ")),
+        "{rows:?}"
+    );
     assert!(!out.join("data").exists(), "data dir removed");
 
     // --keep-data keeps it; an unknown target names the known ones.

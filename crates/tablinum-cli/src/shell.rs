@@ -185,7 +185,8 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
         }
         "stats" => {
             let s = store.stats();
-            let lines: [(&str, String); 15] = [
+            let r = s.reads;
+            let lines: [(&str, String); 25] = [
                 ("last_seq", s.last_seq.to_string()),
                 ("persisted_seq", s.persisted_seq.to_string()),
                 ("tables_per_level", join(&s.tables_per_level)),
@@ -207,6 +208,16 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
                     s.background_failing.unwrap_or_else(|| "-".into()),
                 ),
                 ("deletions_deferred", s.deletions_deferred.to_string()),
+                ("memtable_bytes", s.memtable_bytes.to_string()),
+                ("block_cache_bytes", s.block_cache_bytes.to_string()),
+                ("block_cache_hits", r.block_cache_hits.to_string()),
+                ("block_cache_misses", r.block_cache_misses.to_string()),
+                ("block_read_bytes", r.block_read_bytes.to_string()),
+                ("table_probes", r.table_probes.to_string()),
+                ("bloom_negatives", r.bloom_negatives.to_string()),
+                ("bloom_false_positives", r.bloom_false_positives.to_string()),
+                ("value_reads", r.value_reads.to_string()),
+                ("value_read_bytes", r.value_read_bytes.to_string()),
             ];
             for (k, v) in lines {
                 writeln!(out, "{k}\t{v}")?;

@@ -3,9 +3,11 @@
 //!
 //! Owns the two limits `open_files_max` (handles) and `block_cache_bytes`
 //! (decoded block bytes). Each store reads through its own [`StoreCache`]
-//! view, whose namespace keeps equal file ids of different stores apart.
-//! Never decides what is cached beyond "recently used": callers ask, the
-//! cache evicts.
+//! view, whose namespace keeps equal file ids of different stores apart,
+//! and which counts that store's reads ([`ReadCounters`]: block cache hits
+//! and misses, bloom probes, value reads), so a profile can say where a
+//! GET's time goes. Never decides what is cached beyond "recently used":
+//! callers ask, the cache evicts.
 
 use std::fs::File;
 use std::path::Path;
@@ -77,20 +79,62 @@ impl Caches {
         }
     }
 
-    /// A view for one store, with a namespace of its own.
+    /// A view for one store, with a namespace and read counters of its own.
     pub fn view(self: &Arc<Self>) -> StoreCache {
         StoreCache {
             caches: self.clone(),
             ns: NEXT_NAMESPACE.fetch_add(1, Ordering::Relaxed),
+            reads: Arc::default(),
         }
+    }
+
+    /// Bytes of decoded blocks held now, over every store sharing the cache.
+    pub fn block_cache_bytes(&self) -> u64 {
+        self.blocks.as_ref().map_or(0, |c| c.weight())
     }
 }
 
-/// One store's view of the shared caches: its file ids, its blocks.
+/// What one store's reads cost, counted since it opened (relaxed atomics:
+/// each a running total, not a consistent snapshot of all of them). Every
+/// read counts, whoever asks: GETs, HEADs and scans, and the store's own
+/// (ledger compactions' block reads, journal compaction's liveness lookups,
+/// index maintenance on writes).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Ledger blocks found in the block cache.
+    pub block_hits: AtomicU64,
+    /// Ledger blocks not found there, to be read from their file.
+    pub block_misses: AtomicU64,
+    /// Bytes read from ledger tables for those, as stored.
+    pub block_read_bytes: AtomicU64,
+    /// Ledger tables a point lookup asked (the key was inside the table's
+    /// key range, so its bloom filter was consulted).
+    pub table_probes: AtomicU64,
+    /// Of those, answered "absent" by the bloom filter alone.
+    pub bloom_negatives: AtomicU64,
+    /// Of those, let through by the bloom filter but without the key.
+    pub bloom_false_positives: AtomicU64,
+    /// Journal records read for their values (one positional read each;
+    /// values kept in the ledger entry are not counted).
+    pub value_reads: AtomicU64,
+    /// Bytes of those reads: whole journal records, header and key included.
+    pub value_read_bytes: AtomicU64,
+}
+
+impl ReadCounters {
+    /// Adds `n` to counter `c`.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// One store's view of the shared caches: its file ids, its blocks, and the
+/// counters of its reads.
 #[derive(Clone)]
 pub struct StoreCache {
     caches: Arc<Caches>,
     ns: u64,
+    reads: Arc<ReadCounters>,
 }
 
 impl std::fmt::Debug for StoreCache {
@@ -114,9 +158,30 @@ impl StoreCache {
         self.caches.files.remove(&(self.ns, id));
     }
 
-    /// A cached block.
+    /// A cached block; counts a hit or a miss.
     pub fn block(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
-        self.caches.blocks.as_ref()?.get(&(self.ns, file, offset))
+        let b = self
+            .caches
+            .blocks
+            .as_ref()
+            .and_then(|c| c.get(&(self.ns, file, offset)));
+        let counter = if b.is_some() {
+            &self.reads.block_hits
+        } else {
+            &self.reads.block_misses
+        };
+        ReadCounters::add(counter, 1);
+        b
+    }
+
+    /// This store's read counters.
+    pub fn reads(&self) -> &ReadCounters {
+        &self.reads
+    }
+
+    /// The caches this view reads through.
+    pub fn shared(&self) -> &Caches {
+        &self.caches
     }
 
     /// Caches a block.

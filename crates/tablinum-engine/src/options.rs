@@ -129,6 +129,15 @@ pub struct Options {
     pub journal_compaction_flush_wait_s: u64,
     /// Read-ahead of an object scan: values fetched per batch. Default 64.
     pub scan_readahead_values: usize,
+    /// Bytes appended to a journal segment (by writes or by journal
+    /// compaction) after which the kernel is asked to start writing them
+    /// out, without waiting (`sync_file_range`); 0 = never, the kernel's
+    /// flusher writes them when they expire. Bounds the dirty pages a
+    /// `NoSync` store leaves in the page cache: under a memory limit, the
+    /// reclaim a GET's page-cache miss runs would otherwise wait for their
+    /// writeback (stalls of a second were measured). Durability is
+    /// unchanged.
+    pub journal_writeback_bytes: u64,
 }
 
 /// Default garbage share that makes a journal compaction due at once, percent
@@ -143,6 +152,10 @@ pub const JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT: u32 = 50;
 /// reclaiming 81, 59, 44 and 29 MiB/s (`bench/results/2026-11-24-volume-gc-pace-sweep`;
 /// with the default, `bench/results/2026-11-24-volume-gc`: 0.86×).
 pub const JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT: u64 = 32 << 20;
+
+/// Default of [`Options::journal_writeback_bytes`]: 1 MiB (RocksDB's
+/// `bytes_per_sync` in the tuned peer configuration).
+pub const JOURNAL_WRITEBACK_BYTES_DEFAULT: u64 = 1 << 20;
 
 impl Default for Options {
     fn default() -> Self {
@@ -174,6 +187,7 @@ impl Default for Options {
             journal_compaction_bytes_per_s: JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT,
             journal_compaction_flush_wait_s: 600,
             scan_readahead_values: 64,
+            journal_writeback_bytes: JOURNAL_WRITEBACK_BYTES_DEFAULT,
         }
     }
 }

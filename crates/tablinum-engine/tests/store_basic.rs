@@ -662,3 +662,62 @@ fn without_the_garbage_trigger_the_interval_holds_compaction_back() {
     let n = scheduled_compactions_after_overwrites(0, std::time::Duration::from_secs(4));
     assert_eq!(n, 0, "a journal compaction ran inside the hourly interval");
 }
+
+#[test]
+fn read_counters_say_what_each_get_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        durability: Durability::NoSync,
+        // No journal compaction: its liveness lookups would count too.
+        journal_compaction_hours: None,
+        ..Options::default()
+    };
+    let s = Store::open(dir.path(), opts).unwrap();
+    // Even keys carry 3,000-byte values (kept in the journal), odd keys
+    // 100-byte values (kept in the ledger entry).
+    let len = |i: u32| if i.is_multiple_of(2) { 3000 } else { 100 };
+    for i in 0..1000u32 {
+        s.put(format!("k{i:05}").as_bytes(), &val(i, len(i)))
+            .unwrap();
+    }
+    assert!(s.stats().memtable_bytes > 0);
+    s.flush().unwrap();
+    let before = s.stats().reads;
+    assert_eq!(s.stats().memtable_bytes, 0, "flushed");
+
+    // 100 found GETs of journal values: one value read each, whole records.
+    for i in (0..200u32).step_by(2) {
+        assert!(s.get(format!("k{i:05}").as_bytes()).unwrap().is_some());
+    }
+    let after = s.stats().reads;
+    assert_eq!(after.value_reads - before.value_reads, 100);
+    assert!(after.value_read_bytes - before.value_read_bytes > 100 * 3000);
+    assert!(after.table_probes - before.table_probes >= 100);
+    assert_eq!(after.bloom_false_positives, before.bloom_false_positives);
+    assert!(after.block_cache_misses > before.block_cache_misses);
+    assert!(after.block_read_bytes > before.block_read_bytes);
+    assert!(s.stats().block_cache_bytes > 0);
+
+    // Values kept in the ledger cost no value read; their blocks are cached.
+    for i in (1..200u32).step_by(2) {
+        assert!(s.get(format!("k{i:05}").as_bytes()).unwrap().is_some());
+    }
+    let inline = s.stats().reads;
+    assert_eq!(inline.value_reads, after.value_reads);
+    assert!(inline.block_cache_hits > after.block_cache_hits);
+
+    // Absent keys inside the table's range (`k00999x` would sort after its
+    // last key): the bloom filter answers almost all of them (10 bits per
+    // key: about 1 % false positives), and nothing reads a value.
+    for i in 0..999u32 {
+        assert!(s.get(format!("k{i:05}x").as_bytes()).unwrap().is_none());
+    }
+    let absent = s.stats().reads;
+    let probes = absent.table_probes - inline.table_probes;
+    let negatives = absent.bloom_negatives - inline.bloom_negatives;
+    let false_positives = absent.bloom_false_positives - inline.bloom_false_positives;
+    assert!(probes >= 999, "{absent:?}");
+    assert_eq!(probes, negatives + false_positives, "{absent:?}");
+    assert!(false_positives < 50, "{absent:?}");
+    assert_eq!(absent.value_reads, inline.value_reads);
+}

@@ -30,7 +30,7 @@
 use std::fmt::Display;
 use std::path::Path;
 
-pub use tablinum_bench_target::{Target, TargetConfig, TargetError};
+pub use tablinum_bench_target::{Counter, CounterKind, Target, TargetConfig, TargetError};
 
 mod fjall_target;
 mod rocks;

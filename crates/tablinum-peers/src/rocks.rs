@@ -16,7 +16,7 @@ use rocksdb::{
     WriteOptions, DB,
 };
 
-use crate::{create_dir, dir_bytes, err, Target, TargetConfig, TargetError};
+use crate::{create_dir, dir_bytes, err, Counter, CounterKind, Target, TargetConfig, TargetError};
 
 /// Which RocksDB configuration to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,6 +229,33 @@ impl Target for RocksTarget {
 
     fn disk_bytes(&self) -> Option<u64> {
         dir_bytes(&self.dir)
+    }
+
+    fn counters(&self) -> Vec<Counter> {
+        // Properties only: RocksDB's running totals (cache hits, bloom
+        // useful) need `Options::enable_statistics`, which costs every
+        // operation some time, so the tuned configuration leaves it off.
+        [
+            ("memtable_bytes", "rocksdb.cur-size-all-mem-tables"),
+            ("immutable_memtables", "rocksdb.num-immutable-mem-table"),
+            ("block_cache_bytes", "rocksdb.block-cache-usage"),
+            ("table_readers_bytes", "rocksdb.estimate-table-readers-mem"),
+            ("l0_tables", "rocksdb.num-files-at-level0"),
+            (
+                "pending_compaction_bytes",
+                "rocksdb.estimate-pending-compaction-bytes",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, property)| {
+            let value = self.db.property_int_value(property).ok().flatten()?;
+            Some(Counter {
+                name,
+                value,
+                kind: CounterKind::Level,
+            })
+        })
+        .collect()
     }
 
     fn close(&self) -> Result<(), TargetError> {

@@ -423,11 +423,78 @@ impl Node {
                 "Requests refused (bad input, not serving).",
                 c(&m.refused),
             );
-            let (mut jc, mut jb) = (0u64, 0u64);
+            let (mut jc, mut jb, mut mem) = (0u64, 0u64, 0u64);
+            let mut reads = tablinum_engine::ReadStats::default();
+            let mut block_cache = 0u64;
             for t in ts.open_tablets() {
                 let st = t.store.stats();
                 jc += st.journal_compactions;
                 jb += st.journal_bytes_reclaimed;
+                mem += st.memtable_bytes;
+                block_cache = block_cache.max(st.block_cache_bytes);
+                let r = st.reads;
+                reads.block_cache_hits += r.block_cache_hits;
+                reads.block_cache_misses += r.block_cache_misses;
+                reads.block_read_bytes += r.block_read_bytes;
+                reads.table_probes += r.table_probes;
+                reads.bloom_negatives += r.bloom_negatives;
+                reads.bloom_false_positives += r.bloom_false_positives;
+                reads.value_reads += r.value_reads;
+                reads.value_read_bytes += r.value_read_bytes;
+            }
+            for (name, help, v) in [
+                (
+                    "tablinum_tserver_memtable_bytes",
+                    "Bytes the memtables of the tablets open now count (active and frozen).",
+                    mem,
+                ),
+                (
+                    "tablinum_tserver_block_cache_bytes",
+                    "Bytes of decoded ledger blocks the shared block cache holds.",
+                    block_cache,
+                ),
+                (
+                    "tablinum_tserver_block_cache_hits",
+                    "Ledger blocks found in the block cache, summed over the tablets open now since they opened.",
+                    reads.block_cache_hits,
+                ),
+                (
+                    "tablinum_tserver_block_cache_misses",
+                    "Ledger blocks read from disk, summed over the tablets open now.",
+                    reads.block_cache_misses,
+                ),
+                (
+                    "tablinum_tserver_block_read_bytes",
+                    "Bytes read from ledger tables for those misses, summed over the tablets open now.",
+                    reads.block_read_bytes,
+                ),
+                (
+                    "tablinum_tserver_ledger_table_probes",
+                    "Ledger tables point lookups consulted, summed over the tablets open now.",
+                    reads.table_probes,
+                ),
+                (
+                    "tablinum_tserver_bloom_negatives",
+                    "Table probes the bloom filter answered alone, summed over the tablets open now.",
+                    reads.bloom_negatives,
+                ),
+                (
+                    "tablinum_tserver_bloom_false_positives",
+                    "Table probes the bloom filter passed for an absent key, summed over the tablets open now.",
+                    reads.bloom_false_positives,
+                ),
+                (
+                    "tablinum_tserver_value_reads",
+                    "Values read from journal segments, summed over the tablets open now.",
+                    reads.value_reads,
+                ),
+                (
+                    "tablinum_tserver_value_read_bytes",
+                    "Bytes of journal records read for values, summed over the tablets open now.",
+                    reads.value_read_bytes,
+                ),
+            ] {
+                metric(name, "gauge", help, v as f64);
             }
             metric(
                 "tablinum_tserver_journal_compactions",

@@ -1035,6 +1035,7 @@ pub(super) mod tests {
             disk_io: None,
             reclaim: None,
             chart_error: None,
+            store_counters: BTreeMap::new(),
         }
     }
 

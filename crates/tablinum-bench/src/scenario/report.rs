@@ -777,6 +777,7 @@ mod tests {
             disk_io: None,
             reclaim: None,
             chart_error: None,
+            store_counters: BTreeMap::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 use tablinum_engine::{Durability, Options, Store};
 
-use crate::target::{Reclaimed, Target, TargetConfig, TargetError};
+use crate::target::{Counter, CounterKind, Reclaimed, Target, TargetConfig, TargetError};
 
 /// The engine behind the harness's target trait.
 pub struct TablinumTarget {
@@ -35,7 +35,7 @@ impl TablinumTarget {
     /// Opens with engine option overrides, `key=value` separated by commas.
     /// Known keys: `inline_value_bytes_max`, `memtable_bytes_max`,
     /// `value_compression`, `journal_segment_bytes_max`,
-    /// `journal_compaction_bytes_per_s`.
+    /// `journal_compaction_bytes_per_s`, `journal_writeback_bytes`.
     pub fn open_with(cfg: &TargetConfig, overrides: &str) -> Result<TablinumTarget, TargetError> {
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
@@ -60,9 +60,10 @@ impl TablinumTarget {
                 "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
                 "journal_segment_bytes_max" => opts.journal_segment_bytes_max = v.parse().map_err(|e| bad(&e))?,
                 "journal_compaction_bytes_per_s" => opts.journal_compaction_bytes_per_s = v.parse().map_err(|e| bad(&e))?,
+                "journal_writeback_bytes" => opts.journal_writeback_bytes = v.parse().map_err(|e| bad(&e))?,
                 _ => {
                     return Err(TargetError(format!(
-                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression, journal_segment_bytes_max, journal_compaction_bytes_per_s)"
+                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression, journal_segment_bytes_max, journal_compaction_bytes_per_s, journal_writeback_bytes)"
                     )))
                 }
             }
@@ -117,6 +118,44 @@ impl Target for TablinumTarget {
             bytes_before: run.bytes_before,
             bytes_after: run.bytes_after,
         }))
+    }
+
+    fn counters(&self) -> Vec<Counter> {
+        let s = self.store.stats();
+        let r = s.reads;
+        let level = |name, value: u64| Counter {
+            name,
+            value,
+            kind: CounterKind::Level,
+        };
+        let total = |name, value: u64| Counter {
+            name,
+            value,
+            kind: CounterKind::Total,
+        };
+        vec![
+            level("memtable_bytes", s.memtable_bytes),
+            level("immutable_memtables", s.immutable_memtables as u64),
+            level("block_cache_bytes", s.block_cache_bytes),
+            level("journal_segments", s.journal_segments as u64),
+            level(
+                "l0_tables",
+                s.tables_per_level.first().copied().unwrap_or(0) as u64,
+            ),
+            total("value_reads", r.value_reads),
+            total("value_read_bytes", r.value_read_bytes),
+            total("table_probes", r.table_probes),
+            total("bloom_negatives", r.bloom_negatives),
+            total("bloom_false_positives", r.bloom_false_positives),
+            total("block_cache_hits", r.block_cache_hits),
+            total("block_cache_misses", r.block_cache_misses),
+            total("block_read_bytes", r.block_read_bytes),
+            total("flushes", s.flushes),
+            total("compactions", s.compactions),
+            total("journal_compactions", s.journal_compactions),
+            total("journal_bytes_reclaimed", s.journal_bytes_reclaimed),
+            total("stall_ms", s.stall_ms),
+        ]
     }
 
     fn close(&self) -> Result<(), TargetError> {

@@ -105,6 +105,28 @@ pub struct SegmentWriter {
     file: File,
     /// Bytes in the file so far (header included).
     pub len: u64,
+    /// Writeback is started every this many appended bytes (0: never).
+    writeback_bytes: u64,
+    /// Writeback has been started for every byte before this offset.
+    written_back: u64,
+}
+
+/// Asks the kernel to start writing `len` bytes of `file` from `offset` to
+/// the disk, without waiting for it (`sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`). Advisory, and no durability promise: a failure
+/// changes nothing but when the pages get written, so it is ignored.
+#[allow(unsafe_code)]
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::unix::io::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: sync_file_range only reads its integer arguments; the
+    // descriptor is valid for the duration of the call because `file` is
+    // borrowed.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
 }
 
 impl SegmentWriter {
@@ -124,7 +146,25 @@ impl SegmentWriter {
             path,
             file,
             len: SEGMENT_HEADER_BYTES,
+            writeback_bytes: 0,
+            written_back: 0,
         })
+    }
+
+    /// Starts the kernel's writeback of the appended bytes every `bytes`
+    /// (0: never, the kernel's flusher decides). Unsynced appends otherwise
+    /// stay dirty in the page cache for up to the flusher's expiry (30 s by
+    /// default); under a memory limit (a cgroup) the reclaim that a reader's
+    /// page-cache miss runs then waits for their writeback.
+    pub fn with_writeback(mut self, bytes: u64) -> Self {
+        self.writeback_bytes = bytes;
+        self
+    }
+
+    /// Where writeback has been started up to (every byte before it).
+    #[cfg(test)]
+    fn written_back(&self) -> u64 {
+        self.written_back
     }
 
     /// Appends encoded records; returns the offset they start at. A failed
@@ -144,6 +184,10 @@ impl SegmentWriter {
             return Err(Error::io("append journal", &self.path, e));
         }
         self.len += bytes.len() as u64;
+        if self.writeback_bytes > 0 && self.len - self.written_back >= self.writeback_bytes {
+            start_writeback(&self.file, self.written_back, self.len - self.written_back);
+            self.written_back = self.len;
+        }
         Ok(at)
     }
 
@@ -289,4 +333,28 @@ pub fn truncate(path: &Path, offset: u64) -> Result<()> {
         .map_err(|e| Error::io("truncate segment", path, e))?;
     f.sync_all()
         .map_err(|e| Error::io("fsync segment", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writeback_starts_every_writeback_bytes_and_never_when_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SegmentWriter::create(dir.path(), 1, SegmentKind::Write)
+            .unwrap()
+            .with_writeback(4096);
+        w.append(&[1u8; 3000]).unwrap();
+        assert_eq!(w.written_back(), 0, "fewer than 4096 bytes appended");
+        w.append(&[2u8; 3000]).unwrap();
+        assert_eq!(w.written_back(), w.len, "started for everything so far");
+        let before = w.written_back();
+        w.append(&[3u8; 100]).unwrap();
+        assert_eq!(w.written_back(), before);
+
+        let mut off = SegmentWriter::create(dir.path(), 2, SegmentKind::Write).unwrap();
+        off.append(&[4u8; 100_000]).unwrap();
+        assert_eq!(off.written_back(), 0, "0 turns it off");
+    }
 }

@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::StoreCache;
+use crate::cache::{ReadCounters, StoreCache};
 use crate::codec::{crc, Put, Reader};
 use crate::error::{Error, Result};
 use crate::ledger::block::{Block, BlockBuilder};
@@ -420,6 +420,7 @@ impl SstReader {
         }
         let file = self.caches.file(self.meta.id, &self.path)?;
         let disk = read_at(&file, &self.path, ie.offset, ie.size as usize)?;
+        ReadCounters::add(&self.caches.reads().block_read_bytes, disk.len() as u64);
         let b = Arc::new(
             Block::decode(&disk, BLOCK_RAW_BYTES_MAX)
                 .map_err(|why| Error::corrupt(&self.path, ie.offset, why))?,
@@ -443,19 +444,27 @@ impl SstReader {
         if key < self.meta.first_key.as_slice() || key > self.meta.last_key.as_slice() {
             return Ok(None);
         }
+        let reads = self.caches.reads();
+        ReadCounters::add(&reads.table_probes, 1);
         if !self.bloom.may_contain(hash) {
+            ReadCounters::add(&reads.bloom_negatives, 1);
             return Ok(None);
         }
         let bi = self.index.partition_point(|e| e.last_key.as_slice() < key);
-        if bi >= self.index.len() {
-            return Ok(None);
+        let found = match self.index.get(bi) {
+            Some(_) => {
+                let b = self.block(bi)?;
+                match b.entry(b.seek(key)) {
+                    Some((k, v)) if k == key => Some(self.decode_entry(bi, v)?),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        if found.is_none() {
+            ReadCounters::add(&reads.bloom_false_positives, 1);
         }
-        let b = self.block(bi)?;
-        let i = b.seek(key);
-        match b.entry(i) {
-            Some((k, v)) if k == key => Ok(Some(self.decode_entry(bi, v)?)),
-            _ => Ok(None),
-        }
+        Ok(found)
     }
 
     /// Index of the first block that may hold keys >= `key`.

@@ -1,6 +1,12 @@
 //! Deleting a store's obsolete files: at once, unless a reader's
 //! reservation (see `reserve`) still names them; then later, retried by the
-//! background workers until the reservation is released or expires.
+//! background workers until the reservation is released or expires. A file
+//! whose last in-process holder lets go of it (the drop of a journal
+//! segment or ledger table handle) is only queued: that holder may be a
+//! thread serving a GET, and deleting a large file can take it a second
+//! under load (on a filesystem mounted with `discard`, the unlink trims
+//! every extent synchronously); the background workers delete queued files
+//! within a tick, and explicit maintenance calls before they return.
 //!
 //! Called only with files the saved manifest no longer names (or never
 //! named) and that no reader of this process holds. Never deletes a file a
@@ -26,6 +32,8 @@ pub(super) struct Graveyard {
     dir: PathBuf,
     deferred: Mutex<Vec<PathBuf>>,
     next_retry: Mutex<Option<Instant>>,
+    /// Files handed over by `bury_later`, not yet looked at.
+    queued: Mutex<Vec<PathBuf>>,
 }
 
 impl Graveyard {
@@ -34,13 +42,30 @@ impl Graveyard {
             dir: dir.to_path_buf(),
             deferred: Mutex::new(Vec::new()),
             next_retry: Mutex::new(None),
+            queued: Mutex::new(Vec::new()),
         })
     }
 
-    /// A remover for obsolete tables that goes through this graveyard.
+    /// A remover for obsolete tables that goes through this graveyard
+    /// (queued: see `bury_later`).
     pub(super) fn remover(self: &Arc<Self>) -> Remover {
         let g = self.clone();
-        Arc::new(move |p: &Path| g.bury(p))
+        Arc::new(move |p: &Path| g.bury_later(p))
+    }
+
+    /// Queues `path` for the background workers to delete (or defer): the
+    /// caller is whichever thread dropped the file's last handle, and must
+    /// not wait for the filesystem.
+    pub(super) fn bury_later(&self, path: &Path) {
+        self.queued.lock().push(path.to_path_buf());
+    }
+
+    /// Deletes (or defers) every queued file now.
+    pub(super) fn drain_queued(&self) {
+        let queued = std::mem::take(&mut *self.queued.lock());
+        for p in &queued {
+            self.bury(p);
+        }
     }
 
     fn name(&self, path: &Path) -> String {
@@ -63,9 +88,10 @@ impl Graveyard {
         }
     }
 
-    /// True when deferred deletions are waiting and their retry is due.
+    /// True when files are queued, or deferred deletions are waiting and
+    /// their retry is due.
     pub(super) fn due(&self, now: Instant) -> bool {
-        self.next_retry.lock().is_some_and(|t| now >= t)
+        !self.queued.lock().is_empty() || self.next_retry.lock().is_some_and(|t| now >= t)
     }
 
     /// Deferred deletions waiting.
@@ -73,8 +99,13 @@ impl Graveyard {
         self.deferred.lock().len()
     }
 
-    /// Retries the deferred deletions (and sweeps expired reservations).
+    /// Deletes the queued files, then, when due, retries the deferred
+    /// deletions (and sweeps expired reservations).
     pub(super) fn retry(&self) {
+        self.drain_queued();
+        if !self.next_retry.lock().is_some_and(|t| Instant::now() >= t) {
+            return;
+        }
         let _ = reserve::sweep(&self.dir, now_ms());
         let Ok(reserved) = reserve::reserved(&self.dir, now_ms()) else {
             *self.next_retry.lock() = Some(Instant::now() + Duration::from_millis(RETRY_MS));

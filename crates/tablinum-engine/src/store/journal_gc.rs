@@ -216,11 +216,14 @@ impl Inner {
                             }
                         }
                         let id = inner.new_file_id();
-                        writer = Some(SegmentWriter::create(
-                            &inner.files.journal_dir,
-                            id,
-                            SegmentKind::Compacted,
-                        )?);
+                        writer = Some(
+                            SegmentWriter::create(
+                                &inner.files.journal_dir,
+                                id,
+                                SegmentKind::Compacted,
+                            )?
+                            .with_writeback(inner.opts.journal_writeback_bytes),
+                        );
                         new_metas.push(SegmentMeta {
                             id,
                             kind: SegmentKind::Compacted,

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use crate::aae::{self, TicTacTree};
-use crate::cache::StoreCache;
+use crate::cache::{ReadCounters, StoreCache};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::fence::Fence;
@@ -246,6 +246,60 @@ pub struct Stats {
     pub background_failing: Option<String>,
     /// Obsolete files whose deletion waits for a reservation to end.
     pub deletions_deferred: usize,
+    /// Bytes the memtables count now, the active one and the frozen ones
+    /// (keys, entries and the map's estimated overhead).
+    pub memtable_bytes: u64,
+    /// Bytes of decoded ledger blocks the block cache holds now, over every
+    /// store sharing it.
+    pub block_cache_bytes: u64,
+    /// What this store's reads cost since it opened.
+    pub reads: ReadStats,
+}
+
+/// Counters of a store's reads since it opened: where a GET's time goes.
+/// A found GET costs its ledger lookup (the memtables, then every L0 table
+/// and one table per deeper level whose key range holds the key: a bloom
+/// filter each, and on a pass one block, from the block cache or the file)
+/// and one value read from the journal; the page cache, which decides
+/// whether a read reaches the disk, is the operating system's and is not
+/// counted here. Every read counts, whoever asks: GETs, HEADs and scans,
+/// and the store's own (ledger compactions read blocks, journal compaction
+/// looks up every record it scans, writes to an indexed store look up the
+/// entry they replace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Ledger blocks found in the block cache.
+    pub block_cache_hits: u64,
+    /// Ledger blocks read from their file.
+    pub block_cache_misses: u64,
+    /// Bytes of those block reads, as stored.
+    pub block_read_bytes: u64,
+    /// Ledger tables point lookups consulted (the key was in their range).
+    pub table_probes: u64,
+    /// Of those, ruled out by the bloom filter alone.
+    pub bloom_negatives: u64,
+    /// Of those, passed by the bloom filter but without the key.
+    pub bloom_false_positives: u64,
+    /// Journal records read for their values (inline values not counted).
+    pub value_reads: u64,
+    /// Bytes of those reads: whole records, header and key included.
+    pub value_read_bytes: u64,
+}
+
+impl ReadStats {
+    fn of(c: &ReadCounters) -> ReadStats {
+        let v = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReadStats {
+            block_cache_hits: v(&c.block_hits),
+            block_cache_misses: v(&c.block_misses),
+            block_read_bytes: v(&c.block_read_bytes),
+            table_probes: v(&c.table_probes),
+            bloom_negatives: v(&c.bloom_negatives),
+            bloom_false_positives: v(&c.bloom_false_positives),
+            value_reads: v(&c.value_reads),
+            value_read_bytes: v(&c.value_read_bytes),
+        }
+    }
 }
 
 /// A journal segment readable through the file cache; deleted (through
@@ -266,7 +320,7 @@ impl Drop for Segment {
         if self.obsolete.load(Ordering::Acquire) {
             self.caches.forget_file(self.id);
             if let Some(g) = &self.graveyard {
-                g.bury(&self.path);
+                g.bury_later(&self.path);
             }
             failpoint!("gc.after-delete");
         }
@@ -589,7 +643,9 @@ impl Store {
     pub fn compact_journal(&self) -> Result<JournalCompaction> {
         self.inner.check_open()?;
         self.flush()?;
-        self.inner.journal_compaction()
+        let run = self.inner.journal_compaction();
+        self.inner.graveyard.drain_queued();
+        run
     }
 }
 
@@ -648,8 +704,12 @@ impl Store {
     /// Runs ledger compactions until the policy is satisfied.
     pub fn compact_ledger(&self) -> Result<()> {
         self.flush()?;
-        while self.inner.compact_once()? {}
-        Ok(())
+        let r = (|| {
+            while self.inner.compact_once()? {}
+            Ok(())
+        })();
+        self.inner.graveyard.drain_queued();
+        r
     }
 
     /// Reads every table and every journal record, checking every checksum.
@@ -707,6 +767,9 @@ impl Store {
             background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),
             background_failing: self.inner.jobs.failing.lock().clone(),
             deletions_deferred: self.inner.graveyard.deferred(),
+            memtable_bytes: sv.mems.iter().map(|m| m.bytes()).sum(),
+            block_cache_bytes: self.inner.files.caches.shared().block_cache_bytes(),
+            reads: ReadStats::of(self.inner.files.caches.reads()),
         }
     }
 
@@ -800,6 +863,8 @@ impl Store {
                 .bg_cv
                 .wait_for(&mut g, Duration::from_millis(STALL_RECHECK_MS));
         }
+        // Files let go of since the workers last looked.
+        self.inner.graveyard.drain_queued();
         // Released once the rest of close is done, on every path.
         struct Release<'a>(Option<&'a Fence>);
         impl Drop for Release<'_> {

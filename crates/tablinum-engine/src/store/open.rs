@@ -270,7 +270,8 @@ impl Store {
         // A placeholder writer until replay tells us where to continue.
         let first_id = state.next_file_id;
         state.next_file_id += 1;
-        let seg = SegmentWriter::create(&journal_dir, first_id, SegmentKind::Write)?;
+        let seg = SegmentWriter::create(&journal_dir, first_id, SegmentKind::Write)?
+            .with_writeback(opts.journal_writeback_bytes);
         let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {

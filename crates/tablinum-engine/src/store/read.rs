@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::cache::ReadCounters;
 use crate::error::{Error, Result};
 use crate::journal::record::{self, KIND_PUT};
 use crate::journal::segment::{self, SegmentKind};
@@ -154,6 +155,9 @@ impl View<'_> {
         };
         let file = self.files.caches.file(seg.id, &seg.path)?;
         let buf = segment::read_record(&file, &seg.path, e.loc.offset, e.loc.len)?;
+        let reads = self.files.caches.reads();
+        ReadCounters::add(&reads.value_reads, 1);
+        ReadCounters::add(&reads.value_read_bytes, buf.len() as u64);
         let rec =
             record::decode(&buf).map_err(|why| Error::corrupt(&seg.path, e.loc.offset, why))?;
         if rec.key != key || rec.seq != e.seq || rec.kind != KIND_PUT {
