@@ -6,6 +6,6 @@ set -u
 B=${1:-/tmp/tablinum-new}
 cd /tmp/ab-wb
 /tmp/dirty_sample.sh /tmp/ab-wb/dirty.log 1400 &
-/tmp/cg_run.sh $B tablinum:journal_writeback_bytes=0 /tmp/ab-wb/workload.toml /tmp/ab-wb/off 768
-/tmp/cg_run.sh $B tablinum /tmp/ab-wb/workload.toml /tmp/ab-wb/on 768
+../2026-11-24-volume-gc-pace-sweep/cg_run.sh $B tablinum:journal_writeback_bytes=0 /tmp/ab-wb/workload.toml /tmp/ab-wb/off 768
+../2026-11-24-volume-gc-pace-sweep/cg_run.sh $B tablinum /tmp/ab-wb/workload.toml /tmp/ab-wb/on 768
 wait

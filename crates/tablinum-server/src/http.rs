@@ -432,15 +432,7 @@ impl Node {
                 jb += st.journal_bytes_reclaimed;
                 mem += st.memtable_bytes;
                 block_cache = block_cache.max(st.block_cache_bytes);
-                let r = st.reads;
-                reads.block_cache_hits += r.block_cache_hits;
-                reads.block_cache_misses += r.block_cache_misses;
-                reads.block_read_bytes += r.block_read_bytes;
-                reads.table_probes += r.table_probes;
-                reads.bloom_negatives += r.bloom_negatives;
-                reads.bloom_false_positives += r.bloom_false_positives;
-                reads.value_reads += r.value_reads;
-                reads.value_read_bytes += r.value_read_bytes;
+                reads.add(&st.reads);
             }
             for (name, help, v) in [
                 (

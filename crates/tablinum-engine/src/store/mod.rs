@@ -287,6 +287,18 @@ pub struct ReadStats {
 }
 
 impl ReadStats {
+    /// Adds `other`'s counts to these (the sum over several stores).
+    pub fn add(&mut self, other: &ReadStats) {
+        self.block_cache_hits += other.block_cache_hits;
+        self.block_cache_misses += other.block_cache_misses;
+        self.block_read_bytes += other.block_read_bytes;
+        self.table_probes += other.table_probes;
+        self.bloom_negatives += other.bloom_negatives;
+        self.bloom_false_positives += other.bloom_false_positives;
+        self.value_reads += other.value_reads;
+        self.value_read_bytes += other.value_read_bytes;
+    }
+
     fn of(c: &ReadCounters) -> ReadStats {
         let v = |a: &AtomicU64| a.load(Ordering::Relaxed);
         ReadStats {
