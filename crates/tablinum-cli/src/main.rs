@@ -27,7 +27,7 @@ use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use remote::ClusterArg;
 use verbs::{Outcome, Verb};
 
-#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
