@@ -121,7 +121,10 @@ pub struct Options {
     pub journal_compaction_run_live_pct: u32,
     /// A journal compaction reads the segments it rewrites at most this
     /// fast, bytes per second (0: as fast as the disk goes), so that value
-    /// GC under load leaves the disk to GETs. Default
+    /// GC under load leaves the disk to GETs. While the garbage share is
+    /// over [`Options::journal_compaction_garbage_pct`] the rate doubles
+    /// for every 10 points of excess (`gc::pace_bytes_per_s`), so GC catches
+    /// up with overwrites that make garbage faster than this. Default
     /// [`JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT`].
     pub journal_compaction_bytes_per_s: u64,
     /// A journal compaction hands its segment edit to the next flush and

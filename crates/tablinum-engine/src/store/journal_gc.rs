@@ -14,11 +14,14 @@ use crate::failpoint::failpoint;
 use crate::gc::{self, GcPolicy, RecordAt, SegmentStat};
 use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
 use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
-use crate::ledger::entry::{self, Loc};
+use crate::ledger::entry::{self, Entry, Loc};
 use crate::manifest::{self, SegmentMeta};
 
+use parking_lot::MutexGuard;
+
+use super::order::Ordered;
 use super::read::lookup;
-use super::{GcEdit, Inner, JournalCompaction, STALL_RECHECK_MS};
+use super::{GcEdit, Inner, JournalCompaction, SuperVersion, WriterState, STALL_RECHECK_MS};
 
 pub(super) fn utc_hour_now() -> u8 {
     let s = SystemTime::now()
@@ -125,6 +128,70 @@ impl Inner {
             .collect()
     }
 
+    /// Which relocated records are still their key's current version, as
+    /// entries pointing at the new place; returned with the writer lock,
+    /// under which they must be inserted (so no write can slip in between).
+    ///
+    /// The lookups run before the lock is taken: a run relocates tens of
+    /// thousands of records, and looking each one up under the lock (ledger
+    /// blocks read from disk included) held every writer for a quarter of a
+    /// second per run. Under the lock only the memtables that can hold a
+    /// write newer than the lookups are checked again. If a flush took such
+    /// a memtable away meanwhile, the lookups are redone; after
+    /// [`RELOCATION_LOOKUP_TRIES`] such misses they run under the lock.
+    fn relocation_switches(
+        &self,
+        relocs: &[(Vec<u8>, u64, Loc, Loc)],
+    ) -> Result<(WriterGuard<'_>, Switches)> {
+        for _ in 0..RELOCATION_LOOKUP_TRIES {
+            let looked = self.look_up_relocations(relocs)?;
+            if let Some(confirmed) = self.confirm_relocations(looked) {
+                return Ok(confirmed);
+            }
+        }
+        let w = self.lock_writer();
+        let switches = current_switches(&self.current(), relocs)?;
+        Ok((w, switches))
+    }
+
+    /// The lookups of [`Inner::relocation_switches`], without the writer lock.
+    fn look_up_relocations(&self, relocs: &[(Vec<u8>, u64, Loc, Loc)]) -> Result<LookedUp> {
+        // Every write below `mark` is applied and visible in `before`, and
+        // its immutable memtables hold nothing at or above `mark`.
+        let (mark, before) = {
+            let w = self.lock_writer();
+            (w.next_seq, self.current())
+        };
+        Ok(LookedUp {
+            mark,
+            active_then: before.mems[0].id(),
+            switches: current_switches(&before, relocs)?,
+        })
+    }
+
+    /// Takes the writer lock and drops the switches a write made since the
+    /// lookups has overtaken. `None` (lock released) when a flush took the
+    /// memtables such a write may be in away meanwhile.
+    fn confirm_relocations(&self, looked: LookedUp) -> Option<(WriterGuard<'_>, Switches)> {
+        let LookedUp {
+            mark,
+            active_then,
+            mut switches,
+        } = looked;
+        let w = self.lock_writer();
+        let now = self.current();
+        // Writes at or above `mark` are in the memtable active at the
+        // lookups or in newer ones, unless a flush moved them to a table.
+        let newer = now.mems.iter().position(|m| m.id() == active_then)?;
+        switches.retain(|(lk, _)| {
+            now.mems[..=newer]
+                .iter()
+                .find_map(|m| m.get(lk))
+                .is_none_or(|cur| cur.seq < mark)
+        });
+        Some((w, switches))
+    }
+
     pub(super) fn journal_compaction(&self) -> Result<JournalCompaction> {
         let inner = self;
         let mut last = inner.gc_lock.lock();
@@ -166,7 +233,11 @@ impl Inner {
             segments_compacted: run.clone(),
             ..Default::default()
         };
-        let mut pace = Pacer::new(inner.opts.journal_compaction_bytes_per_s);
+        let mut pace = Pacer::new(gc::pace_bytes_per_s(
+            inner.opts.journal_compaction_bytes_per_s,
+            gc::garbage_pct(&stats),
+            inner.opts.journal_compaction_garbage_pct,
+        ));
         let mut writer: Option<SegmentWriter> = None;
         let mut new_metas: Vec<SegmentMeta> = Vec::new();
         let mut relocs: Vec<(Vec<u8>, u64, Loc, Loc)> = Vec::new();
@@ -282,22 +353,12 @@ impl Inner {
         let added: Vec<(u64, SegmentKind)> = new_metas.iter().map(|m| (m.id, m.kind)).collect();
         failpoint!("gc.after-copy");
         inner.publish_segments(&added);
-        // Switch pointers under the writer lock, re-checking each entry.
+        // Switch pointers: looked up first without the writer lock (a
+        // lookup may read ledger blocks from disk), then under it only the
+        // memtables are checked again for writes that came in meanwhile.
         {
-            let w = inner.lock_writer();
+            let (w, switches) = inner.relocation_switches(&relocs)?;
             let sv = inner.current();
-            // Every lookup first: an error here leaves the memtable untouched.
-            let mut switches = Vec::with_capacity(relocs.len());
-            for (key, seq, old, new) in &relocs {
-                let lk = entry::object_key(key);
-                if let Some(cur) = lookup(&sv, &lk)? {
-                    if cur.seq == *seq && cur.loc == *old {
-                        let mut e = (*cur).clone();
-                        e.loc = *new;
-                        switches.push((lk, e));
-                    }
-                }
-            }
             for (lk, e) in switches {
                 sv.mems[0].insert(lk, e);
             }
@@ -348,9 +409,107 @@ impl Inner {
     }
 }
 
+/// Relocated records still current: ledger key and the entry, pointing at
+/// the new place, to insert into the active memtable.
+type Switches = Vec<(Vec<u8>, Entry)>;
+
+/// The writer lock, as [`Inner::lock_writer`] holds it.
+type WriterGuard<'a> = Ordered<MutexGuard<'a, WriterState>>;
+
+/// Relocations looked up without the writer lock: what was current then.
+struct LookedUp {
+    /// The writer's next sequence number before the lookups: any write at
+    /// or above it came after them.
+    mark: u64,
+    /// The memtable active at the lookups.
+    active_then: u64,
+    /// The relocations that were current, as entries at their new place.
+    switches: Switches,
+}
+
+/// How often [`Inner::relocation_switches`] redoes its lookups when a flush
+/// overtook them, before it looks up under the writer lock instead.
+const RELOCATION_LOOKUP_TRIES: usize = 3;
+
+/// The relocations whose record is its key's newest version in `sv`, as that
+/// entry pointing at the record's new place.
+fn current_switches(sv: &SuperVersion, relocs: &[(Vec<u8>, u64, Loc, Loc)]) -> Result<Switches> {
+    let mut switches = Vec::with_capacity(relocs.len());
+    for (key, seq, old, new) in relocs {
+        let lk = entry::object_key(key);
+        if let Some(cur) = lookup(sv, &lk)? {
+            if cur.seq == *seq && cur.loc == *old {
+                let mut e = (*cur).clone();
+                e.loc = *new;
+                switches.push((lk, e));
+            }
+        }
+    }
+    Ok(switches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write that lands between a relocation's lookup and the writer lock
+    /// wins over the relocation; a flush in between sends the lookups
+    /// round again.
+    #[test]
+    fn relocations_yield_to_writes_made_after_their_lookups() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::options::Options {
+            durability: crate::options::Durability::NoSync,
+            journal_compaction_hours: None,
+            ..Default::default()
+        };
+        let s = super::super::Store::open(dir.path(), opts).unwrap();
+        let key = |i: u32| format!("k{i:03}").into_bytes();
+        for i in 0..50u32 {
+            s.put(&key(i), &vec![i as u8; 3000]).unwrap();
+        }
+        // The entries sit in a ledger table, the memtables are empty.
+        s.flush().unwrap();
+        let inner = &s.inner;
+        let relocs: Vec<(Vec<u8>, u64, Loc, Loc)> = (0..50u32)
+            .map(|i| {
+                let e = lookup(&inner.current(), &entry::object_key(&key(i)))
+                    .unwrap()
+                    .unwrap();
+                let new = Loc {
+                    segment: 1 << 40,
+                    offset: u64::from(i) * 4096,
+                    len: e.loc.len,
+                };
+                (key(i), e.seq, e.loc, new)
+            })
+            .collect();
+        let switched = |sw: &[(Vec<u8>, Entry)], i: u32| {
+            sw.iter()
+                .any(|(lk, e)| *lk == entry::object_key(&key(i)) && e.loc.segment == 1 << 40)
+        };
+
+        let looked = inner.look_up_relocations(&relocs).unwrap();
+        assert_eq!(looked.switches.len(), 50);
+        s.put(&key(3), b"newer").unwrap();
+        s.delete(&key(4)).unwrap();
+        let (w, sw) = inner
+            .confirm_relocations(looked)
+            .expect("no flush in between");
+        drop(w);
+        assert_eq!(sw.len(), 48);
+        assert!(!switched(&sw, 3) && !switched(&sw, 4) && switched(&sw, 5));
+
+        let looked = inner.look_up_relocations(&relocs).unwrap();
+        assert_eq!(looked.switches.len(), 48);
+        s.put(&key(5), b"newer").unwrap();
+        s.flush().unwrap();
+        assert!(inner.confirm_relocations(looked).is_none());
+        let (w, sw) = inner.relocation_switches(&relocs).unwrap();
+        drop(w);
+        assert_eq!(sw.len(), 47);
+        assert!(!switched(&sw, 5) && switched(&sw, 6));
+    }
 
     #[test]
     fn journal_compaction_window_wraps_past_midnight() {
