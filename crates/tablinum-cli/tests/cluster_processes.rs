@@ -426,6 +426,28 @@ fn signal(pid: u32, sig: &str) {
         .success());
 }
 
+/// Waits until every thread of process `pid` is stopped. `kill -STOP`
+/// returns once the signal is queued; on a loaded machine the process's
+/// threads can run (and answer requests) for a while after that.
+fn wait_stopped(pid: u32) {
+    let stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.filter_map(Result::ok).all(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|s| {
+                    // "tid (comm) STATE ...": comm may hold spaces and ')'.
+                    let after = &s[s.rfind(')')? + 1..];
+                    after.split_whitespace().next().map(|st| st == "T" || st == "t")
+                })
+                .unwrap_or(false)
+        })
+    };
+    wait_until("the paused process to stop", Duration::from_secs(10), stopped);
+}
+
 #[test]
 fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
     const TIMEOUT_MS: u64 = 1500;
@@ -460,6 +482,7 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
 
     // Pause the owner; a writer keeps writing to one of its tablets.
     signal(pid, "-STOP");
+    wait_stopped(pid);
     let paused = Instant::now();
     let key = format!("{}-during", victim_keys[0]);
     let w = Instant::now();
