@@ -243,12 +243,13 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
             let r = store.compact_journal()?;
             writeln!(
                 out,
-                "ok: {} segments compacted, {} records relocated, {} dropped, {} -> {} bytes",
+                "ok: {} segments compacted, {} records relocated, {} dropped, {} -> {} bytes ({} read)",
                 r.segments_compacted.len(),
                 r.records_relocated,
                 r.records_dropped,
                 r.bytes_before,
-                r.bytes_after
+                r.bytes_after,
+                r.bytes_read
             )?;
         }
         other => usage!("unknown command `{other}`; type help"),

@@ -440,12 +440,19 @@ fn wait_stopped(pid: u32) {
                 .and_then(|s| {
                     // "tid (comm) STATE ...": comm may hold spaces and ')'.
                     let after = &s[s.rfind(')')? + 1..];
-                    after.split_whitespace().next().map(|st| st == "T" || st == "t")
+                    after
+                        .split_whitespace()
+                        .next()
+                        .map(|st| st == "T" || st == "t")
                 })
                 .unwrap_or(false)
         })
     };
-    wait_until("the paused process to stop", Duration::from_secs(10), stopped);
+    wait_until(
+        "the paused process to stop",
+        Duration::from_secs(10),
+        stopped,
+    );
 }
 
 #[test]

@@ -20,8 +20,12 @@ use crate::journal::segment::SegmentKind;
 use crate::ledger::compaction::LEVELS;
 use crate::ledger::sst::SstMeta;
 
-/// Format version of the manifest.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Format version of the manifest this build writes. Version 1 (no
+/// per-segment delete flag) is still read: its segments count as possibly
+/// holding delete records.
+pub const MANIFEST_VERSION: u32 = 2;
+/// Oldest manifest version this build reads.
+pub const MANIFEST_VERSION_MIN: u32 = 1;
 const MAGIC: &[u8; 8] = b"TBLMANIF";
 /// File name of the manifest in the store directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -43,6 +47,11 @@ pub struct SegmentMeta {
     pub size: u64,
     /// Bytes of records known to be dead (superseded or deleted).
     pub dead_bytes: u64,
+    /// May hold delete records: true until the segment is sealed with none
+    /// (and for every segment of a version 1 manifest). Journal compaction
+    /// finds the live records of segments without deletes from the ledger
+    /// alone; a delete record can outlive its ledger tombstone.
+    pub deletes: bool,
 }
 
 /// Everything the manifest records.
@@ -93,6 +102,7 @@ impl ManifestState {
             body.put_u64(s.max_seq);
             body.put_u64(s.size);
             body.put_u64(s.dead_bytes);
+            body.put_u8(u8::from(s.deletes));
         }
         let mut out = Vec::with_capacity(body.len() + 20);
         out.extend_from_slice(MAGIC);
@@ -120,7 +130,7 @@ impl ManifestState {
             return Err(bad(0, "bad magic"));
         }
         let version = r.u32().ok_or_else(|| bad(8, "short"))?;
-        if version != MANIFEST_VERSION {
+        if !(MANIFEST_VERSION_MIN..=MANIFEST_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 file: path.to_path_buf(),
                 found: version,
@@ -173,13 +183,27 @@ impl ManifestState {
                 1 => SegmentKind::Compacted,
                 _ => return Err(bad(16 + r.pos(), "unknown segment kind")),
             };
+            let min_seq = r.u64().ok_or_else(|| short(&r))?;
+            let max_seq = r.u64().ok_or_else(|| short(&r))?;
+            let size = r.u64().ok_or_else(|| short(&r))?;
+            let dead_bytes = r.u64().ok_or_else(|| short(&r))?;
+            let deletes = if version < 2 {
+                true
+            } else {
+                match r.u8().ok_or_else(|| short(&r))? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad(16 + r.pos(), "segment delete flag not 0 or 1")),
+                }
+            };
             segments.push(SegmentMeta {
                 id,
                 kind,
-                min_seq: r.u64().ok_or_else(|| short(&r))?,
-                max_seq: r.u64().ok_or_else(|| short(&r))?,
-                size: r.u64().ok_or_else(|| short(&r))?,
-                dead_bytes: r.u64().ok_or_else(|| short(&r))?,
+                min_seq,
+                max_seq,
+                size,
+                dead_bytes,
+                deletes,
             });
         }
         if r.remaining() != 0 {
@@ -320,6 +344,7 @@ mod tests {
                 max_seq: u64::MAX,
                 size: 0,
                 dead_bytes: 5,
+                deletes: false,
             }],
         };
         let b = s.encode();
@@ -330,5 +355,49 @@ mod tests {
             c[i] ^= 4;
             assert!(ManifestState::decode(&c, p).is_err());
         }
+    }
+
+    /// A version 1 manifest (no delete flag) still opens, its segments
+    /// counted as possibly holding delete records; a version past this
+    /// build's is refused by name.
+    #[test]
+    fn version_1_reads_with_deletes_assumed_and_newer_is_refused() {
+        let mut s = ManifestState {
+            next_file_id: 4,
+            persisted_seq: 9,
+            levels: vec![Vec::new(); 2],
+            segments: vec![SegmentMeta {
+                id: 2,
+                kind: SegmentKind::Compacted,
+                min_seq: 1,
+                max_seq: 9,
+                size: 4096,
+                dead_bytes: 100,
+                deletes: false,
+            }],
+        };
+        // Version 1: the version field says 1 and each segment lacks its
+        // last byte.
+        let v2 = s.encode();
+        let body_len = v2.len() - 20 - 1;
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.put_u32(1);
+        v1.put_u32(body_len as u32);
+        v1.extend_from_slice(&v2[16..16 + body_len]);
+        let c = crc(&v1);
+        v1.put_u32(c);
+        let p = Path::new("MANIFEST");
+        s.segments[0].deletes = true;
+        assert_eq!(ManifestState::decode(&v1, p).unwrap(), s);
+        let mut v3 = v2.clone();
+        v3[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let n = v3.len() - 4;
+        let c = crc(&v3[..n]);
+        v3[n..].copy_from_slice(&c.to_le_bytes());
+        assert!(matches!(
+            ManifestState::decode(&v3, p),
+            Err(Error::UnsupportedVersion { found: 3, .. })
+        ));
     }
 }

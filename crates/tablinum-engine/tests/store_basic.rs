@@ -237,8 +237,10 @@ fn journal_compaction_reclaims_space_and_keeps_every_live_value() {
     let before = s.disk_bytes();
     let r = s.compact_journal().unwrap();
     assert!(!r.segments_compacted.is_empty(), "{r:?}");
+    // No deletes: only the spans holding live records were read (none at
+    // all when the run is the first rounds, wholly overwritten).
     assert!(
-        r.records_dropped > 0 && r.bytes_after < r.bytes_before,
+        r.bytes_read < r.bytes_before && r.bytes_after < r.bytes_before,
         "{r:?}"
     );
     // A snapshot taken before keeps reading through the compaction.

@@ -1,26 +1,32 @@
 //! Journal compaction (value GC) execution: rewrites the live records of a
 //! run of sealed segments into new segments, switches ledger pointers and
-//! hands the segment edit to the next flush.
+//! hands the segment edit to the next flush. The live records of a run
+//! without delete records are found from one pass over the ledger and only
+//! they are read; a run that may hold one is read record by record.
 //!
 //! The policy (which run, whether a record is live) is pure and lives in
 //! [`crate::gc`]; this module only executes it. It never touches segments
 //! holding writes above `persisted_seq`.
 
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::gc::{self, GcPolicy, RecordAt, SegmentStat};
-use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
+use crate::journal::record::{self, Record, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE};
 use crate::journal::segment::{self, SegmentKind, SegmentWriter, SEGMENT_HEADER_BYTES};
-use crate::ledger::entry::{self, Entry, Loc};
+use crate::ledger::entry::{self, Entry, EntryKind, Loc, SPACE_OBJECT};
+use crate::ledger::merge::Merge;
 use crate::manifest::{self, SegmentMeta};
 
 use parking_lot::MutexGuard;
 
 use super::order::Ordered;
-use super::read::lookup;
+use super::read::{lookup, sources};
 use super::{GcEdit, Inner, JournalCompaction, SuperVersion, WriterState, STALL_RECHECK_MS};
 
 pub(super) fn utc_hour_now() -> u8 {
@@ -139,10 +145,7 @@ impl Inner {
     /// write newer than the lookups are checked again. If a flush took such
     /// a memtable away meanwhile, the lookups are redone; after
     /// [`RELOCATION_LOOKUP_TRIES`] such misses they run under the lock.
-    fn relocation_switches(
-        &self,
-        relocs: &[(Vec<u8>, u64, Loc, Loc)],
-    ) -> Result<(WriterGuard<'_>, Switches)> {
+    fn relocation_switches(&self, relocs: &[Relocation]) -> Result<(WriterGuard<'_>, Switches)> {
         for _ in 0..RELOCATION_LOOKUP_TRIES {
             let looked = self.look_up_relocations(relocs)?;
             if let Some(confirmed) = self.confirm_relocations(looked) {
@@ -155,7 +158,7 @@ impl Inner {
     }
 
     /// The lookups of [`Inner::relocation_switches`], without the writer lock.
-    fn look_up_relocations(&self, relocs: &[(Vec<u8>, u64, Loc, Loc)]) -> Result<LookedUp> {
+    fn look_up_relocations(&self, relocs: &[Relocation]) -> Result<LookedUp> {
         // Every write below `mark` is applied and visible in `before`, and
         // its immutable memtables hold nothing at or above `mark`.
         let (mark, before) = {
@@ -238,113 +241,72 @@ impl Inner {
             gc::garbage_pct(&stats),
             inner.opts.journal_compaction_garbage_pct,
         ));
-        let mut writer: Option<SegmentWriter> = None;
-        let mut new_metas: Vec<SegmentMeta> = Vec::new();
-        let mut relocs: Vec<(Vec<u8>, u64, Loc, Loc)> = Vec::new();
-        let mut buf = Vec::new();
-        for sm in &run_metas {
-            report.bytes_before += sm.size;
-            let path = segment::segment_path(&inner.files.journal_dir, sm.id, sm.kind);
-            segment::scan(
-                &path,
-                sm.id,
-                sm.kind,
-                false,
-                sm.scan_limit(),
-                |off, len, rec| {
-                    // Closing stops a run between records: its new
-                    // segments are unnamed and go at the next open.
-                    inner.check_open()?;
-                    pace.add(u64::from(len));
-                    let lk = entry::object_key(rec.key);
-                    let cur = lookup(&sv, &lk)?;
-                    let here = Loc {
-                        segment: sm.id,
-                        offset: off,
-                        len,
-                    };
-                    let live = gc::record_is_live(
+        let mut out = Relocator::new(inner);
+        if run_metas.iter().all(|s| !s.deletes) {
+            // No delete record in the run: the live records are exactly the
+            // ones the ledger points at; only their spans are read.
+            let live: Vec<Pointer> = run_pointers(&sv, &run_metas)?
+                .into_iter()
+                .filter(|p| {
+                    gc::record_is_live(
                         &RecordAt {
-                            is_delete: rec.kind == KIND_DELETE,
-                            seq: rec.seq,
-                            at: here,
+                            is_delete: p.is_delete,
+                            seq: p.seq,
+                            at: p.at,
                         },
-                        cur.as_ref().map(|e| (e.seq, e.loc)),
+                        Some((p.seq, p.at)),
                         others_min_seq,
-                    );
-                    if !live {
-                        report.records_dropped += 1;
-                        return Ok(());
-                    }
-                    if writer
-                        .as_ref()
-                        .is_none_or(|w| w.len >= inner.opts.journal_segment_bytes_max)
-                    {
-                        if let Some(w) = writer.take() {
-                            w.sync()?;
-                            if let Some(m) = new_metas.last_mut() {
-                                m.size = w.len;
-                            }
-                        }
-                        let id = inner.new_file_id();
-                        writer = Some(
-                            SegmentWriter::create(
-                                &inner.files.journal_dir,
-                                id,
-                                SegmentKind::Compacted,
-                            )?
-                            .with_writeback(inner.opts.journal_writeback_bytes),
+                    )
+                })
+                .collect();
+            for sm in &run_metas {
+                report.bytes_before += sm.size;
+                let mine: Vec<&Pointer> = live.iter().filter(|p| p.at.segment == sm.id).collect();
+                report.bytes_read += inner.copy_pointed(sm, &mine, &mut out, &mut pace)?;
+            }
+        } else {
+            for sm in &run_metas {
+                report.bytes_before += sm.size;
+                report.bytes_read += sm.size;
+                let path = segment::segment_path(&inner.files.journal_dir, sm.id, sm.kind);
+                segment::scan(
+                    &path,
+                    sm.id,
+                    sm.kind,
+                    false,
+                    sm.scan_limit(),
+                    |off, len, rec| {
+                        // Closing stops a run between records: its new
+                        // segments are unnamed and go at the next open.
+                        inner.check_open()?;
+                        pace.add(u64::from(len));
+                        let lk = entry::object_key(rec.key);
+                        let cur = lookup(&sv, &lk)?;
+                        let here = Loc {
+                            segment: sm.id,
+                            offset: off,
+                            len,
+                        };
+                        let live = gc::record_is_live(
+                            &RecordAt {
+                                is_delete: rec.kind == KIND_DELETE,
+                                seq: rec.seq,
+                                at: here,
+                            },
+                            cur.as_ref().map(|e| (e.seq, e.loc)),
+                            others_min_seq,
                         );
-                        new_metas.push(SegmentMeta {
-                            id,
-                            kind: SegmentKind::Compacted,
-                            min_seq: u64::MAX,
-                            max_seq: 0,
-                            size: 0,
-                            dead_bytes: 0,
-                        });
-                    }
-                    let (Some(w), Some(m)) = (writer.as_mut(), new_metas.last_mut()) else {
-                        return Ok(());
-                    };
-                    buf.clear();
-                    let n = record::encode(
-                        &mut buf,
-                        &RecordParts {
-                            kind: rec.kind,
-                            flags: rec.flags & !FLAG_BATCH_CONTINUES,
-                            key: rec.key,
-                            meta: rec.meta,
-                            terms: rec.terms,
-                            stored_value: rec.stored_value,
-                            value_len: rec.value_len,
-                        },
-                        rec.seq,
-                    );
-                    let at = w.append(&buf)?;
-                    m.min_seq = m.min_seq.min(rec.seq);
-                    m.max_seq = m.max_seq.max(rec.seq);
-                    relocs.push((
-                        rec.key.to_vec(),
-                        rec.seq,
-                        here,
-                        Loc {
-                            segment: w.id,
-                            offset: at,
-                            len: n as u32,
-                        },
-                    ));
-                    report.records_relocated += 1;
-                    Ok(())
-                },
-            )?;
-        }
-        if let Some(w) = writer.take() {
-            w.sync()?;
-            if let Some(m) = new_metas.last_mut() {
-                m.size = w.len;
+                        if !live {
+                            report.records_dropped += 1;
+                            return Ok(());
+                        }
+                        out.copy(rec, here)
+                    },
+                )?;
             }
         }
+        let (new_metas, relocs) = out.finish()?;
+        report.records_relocated = relocs.len() as u64;
         manifest::sync_dir(&inner.files.journal_dir)?;
         report.bytes_after = new_metas.iter().map(|m| m.size).sum();
         // Make the new segments readable before any pointer refers to them
@@ -409,6 +371,251 @@ impl Inner {
     }
 }
 
+/// A record journal compaction copied: its key, sequence number, old place
+/// and new place.
+type Relocation = (Vec<u8>, u64, Loc, Loc);
+
+/// Most bytes between two live records that one journal compaction read
+/// still spans: reading a short dead gap costs less than a second read.
+const GC_READ_GAP_BYTES_MAX: u64 = 16 << 10;
+/// Most bytes one journal compaction read of live records spans.
+const GC_READ_SPAN_BYTES_MAX: u64 = 1 << 20;
+
+/// A journal record of a run that the ledger points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pointer {
+    /// User key.
+    key: Vec<u8>,
+    /// Sequence number of the record.
+    seq: u64,
+    /// Where the record is.
+    at: Loc,
+    /// A tombstone's delete record rather than a put.
+    is_delete: bool,
+}
+
+/// Every record of the segments `run` that the ledger of `sv` points at
+/// (current puts and tombstones), in segment and offset order. One pass
+/// over the object key space instead of a point lookup per record read.
+fn run_pointers(sv: &SuperVersion, run: &[SegmentMeta]) -> Result<Vec<Pointer>> {
+    let ids: HashSet<u64> = run.iter().map(|s| s.id).collect();
+    let mut merge = Merge::new(sources(sv, &[SPACE_OBJECT])?)?;
+    let mut out = Vec::new();
+    while let Some((k, e)) = merge.next_with(None)? {
+        if k.first() != Some(&SPACE_OBJECT) {
+            break;
+        }
+        if !ids.contains(&e.loc.segment) {
+            continue;
+        }
+        let is_delete = match e.kind {
+            EntryKind::Object => false,
+            EntryKind::Tombstone => true,
+            EntryKind::Index | EntryKind::IndexTombstone => continue,
+        };
+        out.push(Pointer {
+            key: k[1..].to_vec(),
+            seq: e.seq,
+            at: e.loc,
+            is_delete,
+        });
+    }
+    out.sort_unstable_by_key(|p| (p.at.segment, p.at.offset));
+    Ok(out)
+}
+
+impl Inner {
+    /// Copies the records `pointers` of segment `sm` (in offset order) to
+    /// `out`, reading only spans that hold them; returns the bytes read.
+    /// Every record read is checked against its ledger entry: a pointer the
+    /// segment does not back is a corruption error, and nothing is switched.
+    fn copy_pointed(
+        &self,
+        sm: &SegmentMeta,
+        pointers: &[&Pointer],
+        out: &mut Relocator<'_>,
+        pace: &mut Pacer,
+    ) -> Result<u64> {
+        if pointers.is_empty() {
+            return Ok(0);
+        }
+        let path = segment::segment_path(&self.files.journal_dir, sm.id, sm.kind);
+        let file = File::open(&path).map_err(|e| Error::io("open segment", &path, e))?;
+        let limit = sm.scan_limit();
+        // The end of a pointed record, once its place is checked.
+        let end_of = |p: &Pointer, prev_end: u64| -> Result<u64> {
+            let len = p.at.len as usize;
+            let end = p.at.offset.checked_add(u64::from(p.at.len));
+            match end {
+                _ if !(record::HEADER_BYTES..=record::RECORD_BYTES_MAX).contains(&len) => {
+                    Err(Error::corrupt(
+                        &path,
+                        p.at.offset,
+                        "ledger entry's record length out of range",
+                    ))
+                }
+                Some(end) if p.at.offset >= prev_end.max(SEGMENT_HEADER_BYTES) && end <= limit => {
+                    Ok(end)
+                }
+                _ => Err(Error::corrupt(
+                    &path,
+                    p.at.offset,
+                    "ledger entry points outside its journal segment or into another record",
+                )),
+            }
+        };
+        let mut read = 0u64;
+        let mut buf = Vec::new();
+        let mut prev_end = 0u64;
+        let mut i = 0;
+        while i < pointers.len() {
+            // Closing stops a run between reads: its new segments are
+            // unnamed and go at the next open.
+            self.check_open()?;
+            let start = pointers[i].at.offset;
+            let mut end = end_of(pointers[i], prev_end)?;
+            let mut j = i + 1;
+            while let Some(p) = pointers.get(j) {
+                if p.at.offset > end.saturating_add(GC_READ_GAP_BYTES_MAX) {
+                    break;
+                }
+                let e = end_of(p, end)?;
+                if e - start > GC_READ_SPAN_BYTES_MAX {
+                    break;
+                }
+                end = e;
+                j += 1;
+            }
+            prev_end = end;
+            buf.resize((end - start) as usize, 0);
+            file.read_exact_at(&mut buf, start).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Error::corrupt(
+                        &path,
+                        start,
+                        "ledger entry points past the end of its segment",
+                    )
+                } else {
+                    Error::io("pread journal", &path, e)
+                }
+            })?;
+            read += end - start;
+            pace.add(end - start);
+            for p in &pointers[i..j] {
+                let off = (p.at.offset - start) as usize;
+                let raw = &buf[off..off + p.at.len as usize];
+                let rec =
+                    record::decode(raw).map_err(|why| Error::corrupt(&path, p.at.offset, why))?;
+                if rec.seq != p.seq || rec.key != p.key || (rec.kind == KIND_DELETE) != p.is_delete
+                {
+                    return Err(Error::corrupt(
+                        &path,
+                        p.at.offset,
+                        "journal record does not match its ledger entry",
+                    ));
+                }
+                out.copy(&rec, p.at)?;
+            }
+            i = j;
+        }
+        Ok(read)
+    }
+}
+
+/// Writes the records a journal compaction keeps into new compacted
+/// segments, in the order given, and remembers where each one went.
+struct Relocator<'a> {
+    inner: &'a Inner,
+    writer: Option<SegmentWriter>,
+    metas: Vec<SegmentMeta>,
+    relocs: Vec<Relocation>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Relocator<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        Relocator {
+            inner,
+            writer: None,
+            metas: Vec::new(),
+            relocs: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Appends `rec`, found at `here`, to the current new segment (a fresh
+    /// one when there is none or it is full).
+    fn copy(&mut self, rec: &Record<'_>, here: Loc) -> Result<()> {
+        let full = self.inner.opts.journal_segment_bytes_max;
+        if self.writer.as_ref().is_none_or(|w| w.len >= full) {
+            self.seal()?;
+            let id = self.inner.new_file_id();
+            self.writer = Some(
+                SegmentWriter::create(&self.inner.files.journal_dir, id, SegmentKind::Compacted)?
+                    .with_writeback(self.inner.opts.journal_writeback_bytes),
+            );
+            self.metas.push(SegmentMeta {
+                id,
+                kind: SegmentKind::Compacted,
+                min_seq: u64::MAX,
+                max_seq: 0,
+                size: 0,
+                dead_bytes: 0,
+                deletes: false,
+            });
+        }
+        let (Some(w), Some(m)) = (self.writer.as_mut(), self.metas.last_mut()) else {
+            return Ok(());
+        };
+        self.buf.clear();
+        let n = record::encode(
+            &mut self.buf,
+            &RecordParts {
+                kind: rec.kind,
+                flags: rec.flags & !FLAG_BATCH_CONTINUES,
+                key: rec.key,
+                meta: rec.meta,
+                terms: rec.terms,
+                stored_value: rec.stored_value,
+                value_len: rec.value_len,
+            },
+            rec.seq,
+        );
+        let at = w.append(&self.buf)?;
+        m.min_seq = m.min_seq.min(rec.seq);
+        m.max_seq = m.max_seq.max(rec.seq);
+        m.deletes |= rec.kind == KIND_DELETE;
+        self.relocs.push((
+            rec.key.to_vec(),
+            rec.seq,
+            here,
+            Loc {
+                segment: w.id,
+                offset: at,
+                len: n as u32,
+            },
+        ));
+        Ok(())
+    }
+
+    /// Syncs the current new segment and records its size.
+    fn seal(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            w.sync()?;
+            if let Some(m) = self.metas.last_mut() {
+                m.size = w.len;
+            }
+        }
+        Ok(())
+    }
+
+    /// The new segments and the records copied into them.
+    fn finish(mut self) -> Result<(Vec<SegmentMeta>, Vec<Relocation>)> {
+        self.seal()?;
+        Ok((self.metas, self.relocs))
+    }
+}
+
 /// Relocated records still current: ledger key and the entry, pointing at
 /// the new place, to insert into the active memtable.
 type Switches = Vec<(Vec<u8>, Entry)>;
@@ -433,7 +640,7 @@ const RELOCATION_LOOKUP_TRIES: usize = 3;
 
 /// The relocations whose record is its key's newest version in `sv`, as that
 /// entry pointing at the record's new place.
-fn current_switches(sv: &SuperVersion, relocs: &[(Vec<u8>, u64, Loc, Loc)]) -> Result<Switches> {
+fn current_switches(sv: &SuperVersion, relocs: &[Relocation]) -> Result<Switches> {
     let mut switches = Vec::with_capacity(relocs.len());
     for (key, seq, old, new) in relocs {
         let lk = entry::object_key(key);
@@ -465,8 +672,20 @@ mod tests {
         };
         let s = super::super::Store::open(dir.path(), opts).unwrap();
         let key = |i: u32| format!("k{i:03}").into_bytes();
+        // Incompressible, so each record takes its 3 KB in the segment.
+        let value = |i: u32| -> Vec<u8> {
+            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..3000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        };
         for i in 0..50u32 {
-            s.put(&key(i), &vec![i as u8; 3000]).unwrap();
+            s.put(&key(i), &value(i)).unwrap();
         }
         // The entries sit in a ledger table, the memtables are empty.
         s.flush().unwrap();
@@ -509,6 +728,82 @@ mod tests {
         drop(w);
         assert_eq!(sw.len(), 47);
         assert!(!switched(&sw, 5) && switched(&sw, 6));
+    }
+
+    /// The pointer path reads what the ledger points at and checks it: a
+    /// pointer the segment does not back (wrong record, past the end,
+    /// overlapping another) is a corruption error, never a copy.
+    #[test]
+    fn pointed_records_are_checked_before_they_are_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::options::Options {
+            durability: crate::options::Durability::NoSync,
+            journal_compaction_hours: None,
+            journal_segment_bytes_max: 64 << 10,
+            ..Default::default()
+        };
+        let s = super::super::Store::open(dir.path(), opts).unwrap();
+        let key = |i: u32| format!("k{i:03}").into_bytes();
+        // Incompressible, so each record takes its 3 KB in the segment.
+        let value = |i: u32| -> Vec<u8> {
+            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..3000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        };
+        for i in 0..50u32 {
+            s.put(&key(i), &value(i)).unwrap();
+        }
+        for i in 0..50u32 {
+            if i % 8 != 0 {
+                s.put(&key(i), b"small").unwrap();
+            }
+        }
+        s.flush().unwrap();
+        let inner = &s.inner;
+        let seg = inner.lock_meta().state.segments[0].clone();
+        let sv = inner.current();
+        let all = run_pointers(&sv, std::slice::from_ref(&seg)).unwrap();
+        // The first segment holds ~21 records; only keys 0, 8 and 16 were
+        // not overwritten.
+        assert!(seg.size > 0 && !seg.deletes, "{seg:?}");
+        let live: Vec<Vec<u8>> = all.iter().map(|p| p.key.clone()).collect();
+        assert_eq!(live, [key(0), key(8), key(16)]);
+        let copy = |ps: &[Pointer]| {
+            let refs: Vec<&Pointer> = ps.iter().collect();
+            let mut out = Relocator::new(inner);
+            let read = inner.copy_pointed(&seg, &refs, &mut out, &mut Pacer::new(0));
+            read.map(|r| (r, out.finish().unwrap().1.len()))
+        };
+        let (read, copied) = copy(&all).unwrap();
+        assert_eq!(copied, 3);
+        // Three 3 KB records 24 KB apart: three reads of one record each.
+        assert!(read < seg.size / 4, "{read} of {}", seg.size);
+
+        let corrupt = |ps: Vec<Pointer>, why: &str| {
+            let e = copy(&ps).unwrap_err();
+            assert!(
+                matches!(&e, Error::Corruption { .. }) && e.to_string().contains(why),
+                "{e}"
+            );
+        };
+        let mut wrong_seq = all.clone();
+        wrong_seq[2].seq += 1;
+        corrupt(wrong_seq, "does not match its ledger entry");
+        let mut past_end = all.clone();
+        past_end[2].at.offset = seg.size;
+        corrupt(past_end, "outside its journal segment");
+        let mut overlap = all.clone();
+        overlap[1].at.offset = overlap[0].at.offset + 1;
+        corrupt(overlap, "into another record");
+        let mut short = all.clone();
+        short[0].at.len = 3;
+        corrupt(short, "length out of range");
     }
 
     #[test]

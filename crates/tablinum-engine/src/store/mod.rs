@@ -192,10 +192,16 @@ pub struct JournalCompaction {
     pub segments_compacted: Vec<u64>,
     /// Records copied to new segments.
     pub records_relocated: u64,
-    /// Records dropped as dead.
+    /// Records dropped as dead, counted when the run was read whole (any
+    /// of its segments may hold a delete record). A run without deletes is
+    /// read only where the ledger points, so its dead records are never
+    /// read and not counted: 0.
     pub records_dropped: u64,
     /// Bytes of the compacted segments.
     pub bytes_before: u64,
+    /// Bytes of the compacted segments read: all of them when the run was
+    /// read whole, else the spans holding live records.
+    pub bytes_read: u64,
     /// Bytes of the new segments.
     pub bytes_after: u64,
 }
@@ -355,6 +361,8 @@ struct WriterState {
     next_seq: u64,
     written_total: u64,
     buf: Vec<u8>,
+    /// A delete record went into `seg` (its manifest flag once sealed).
+    seg_deletes: bool,
 }
 
 struct MetaState {
@@ -904,6 +912,7 @@ impl Store {
             if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
                 m.max_seq = last;
                 m.size = len;
+                m.deletes = w.seg_deletes;
             }
             self.inner.save_manifest(&mut meta)?;
         }

@@ -15,7 +15,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_PUT};
+use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT};
 use crate::journal::segment::{self, ScanEnd, SegmentKind, SegmentWriter};
 use crate::ledger::compaction::{self, Shape, LEVELS};
 use crate::ledger::entry::{Loc, SPACE_INDEX};
@@ -145,6 +145,7 @@ impl Store {
                         max_seq: u64::MAX,
                         size: 0,
                         dead_bytes: 0,
+                        deletes: true,
                     });
                 }
                 segs.sort_by_key(|s| s.id);
@@ -287,6 +288,7 @@ impl Store {
                 next_seq: persisted_seq + 1,
                 written_total: 0,
                 buf: Vec::new(),
+                seg_deletes: false,
             }),
             meta: Mutex::new(MetaState { state }),
             sv: RwLock::new(sv),
@@ -340,7 +342,8 @@ impl Store {
             .map(|s| s.id)
             .max();
         let mut max_seq = persisted;
-        let mut seg_updates: Vec<(u64, u64, u64, u64)> = Vec::new(); // id, min, max, size
+        // id, min seq, max seq, size, holds delete records
+        let mut seg_updates: Vec<(u64, u64, u64, u64, bool)> = Vec::new();
         for s in &segs {
             let needed = rebuild || s.max_seq == u64::MAX || s.max_seq > persisted;
             if !needed {
@@ -353,11 +356,12 @@ impl Store {
             let allow_torn = s.max_seq == u64::MAX
                 && (Some(s.id) == last_write_id || (rebuild && s.kind == SegmentKind::Compacted));
             let mut pending: Vec<(u64, u32, Vec<u8>)> = Vec::new();
-            let (mut smin, mut smax) = (u64::MAX, 0u64);
+            let (mut smin, mut smax, mut deletes) = (u64::MAX, 0u64, false);
             let limit = s.scan_limit();
             let end = segment::scan(&path, s.id, s.kind, allow_torn, limit, |off, len, rec| {
                 smin = smin.min(rec.seq);
                 smax = smax.max(rec.seq);
+                deletes |= rec.kind == KIND_DELETE;
                 if rec.seq <= persisted && !rebuild {
                     return Ok(());
                 }
@@ -462,6 +466,7 @@ impl Store {
                     smax
                 },
                 size,
+                deletes,
             ));
         }
         let mut w = inner.lock_writer();
@@ -470,11 +475,12 @@ impl Store {
         // their roll, or in the ones synced above.
         inner.durable_seq.store(max_seq, Ordering::Release);
         let mut meta = inner.lock_meta();
-        for (id, smin, smax, size) in seg_updates {
+        for (id, smin, smax, size, deletes) in seg_updates {
             if let Some(m) = meta.state.segments.iter_mut().find(|m| m.id == id) {
                 m.min_seq = smin;
                 m.max_seq = smax;
                 m.size = size;
+                m.deletes = deletes;
             }
         }
         meta.state.segments.push(SegmentMeta {
@@ -484,6 +490,7 @@ impl Store {
             max_seq: u64::MAX,
             size: 0,
             dead_bytes: 0,
+            deletes: true,
         });
         w.seg.sync()?;
         manifest::sync_dir(&inner.files.journal_dir)?;

@@ -342,6 +342,7 @@ impl Inner {
         if let Some(m) = next.state.segments.iter_mut().find(|s| s.id == old_id) {
             m.max_seq = sealed_seq;
             m.size = old_len;
+            m.deletes = w.seg_deletes;
         }
         next.state.segments.push(SegmentMeta {
             id,
@@ -350,6 +351,8 @@ impl Inner {
             max_seq: u64::MAX,
             size: 0,
             dead_bytes: 0,
+            // Known only once sealed.
+            deletes: true,
         });
         self.save_manifest(&mut next)?;
         // Nothing below can fail: the manifest names the new segment as the
@@ -358,6 +361,7 @@ impl Inner {
         self.publish_segments(&[(id, SegmentKind::Write)]);
         *self.sync_target.lock() = (sync_handle, new.path.clone());
         w.seg = new;
+        w.seg_deletes = false;
         Ok(())
     }
 
@@ -519,6 +523,8 @@ impl Inner {
                 };
                 lens.push(record::encode(&mut buf, &parts, first_seq + i as u64));
             }
+            // Set before the append: a failed one may still leave bytes.
+            w.seg_deletes |= prepared.iter().any(|p| p.kind == KIND_DELETE);
             let at = match w.seg.append(&buf) {
                 Ok(at) => at,
                 // The failed append was cut off again: nothing happened.
