@@ -241,12 +241,15 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
         }
         "gc" => {
             let r = store.compact_journal()?;
+            let dropped = r.records_dropped.map_or_else(
+                || "dead records skipped unread".to_string(),
+                |n| format!("{n} dropped"),
+            );
             writeln!(
                 out,
-                "ok: {} segments compacted, {} records relocated, {} dropped, {} -> {} bytes ({} read)",
+                "ok: {} segments compacted, {} records relocated, {dropped}, {} -> {} bytes ({} read)",
                 r.segments_compacted.len(),
                 r.records_relocated,
-                r.records_dropped,
                 r.bytes_before,
                 r.bytes_after,
                 r.bytes_read

@@ -190,10 +190,11 @@ impl ManifestState {
             let deletes = if version < 2 {
                 true
             } else {
+                let at = 16 + r.pos();
                 match r.u8().ok_or_else(|| short(&r))? {
                     0 => false,
                     1 => true,
-                    _ => return Err(bad(16 + r.pos(), "segment delete flag not 0 or 1")),
+                    _ => return Err(bad(at, "segment delete flag not 0 or 1")),
                 }
             };
             segments.push(SegmentMeta {

@@ -227,8 +227,10 @@ pub fn read_record(file: &File, path: &Path, offset: u64, len: u32) -> Result<Ve
 /// How a sequential scan of a segment ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScanEnd {
-    /// Every byte was a valid record.
-    Clean,
+    /// Every byte up to this offset (the file's length, or `limit`, when
+    /// the scan started) was a valid record. A fenced store's old owner
+    /// may have appended more since: those bytes were not scanned.
+    Clean(u64),
     /// A torn tail starts at this offset (only reported when allowed).
     Torn(u64),
 }
@@ -298,7 +300,7 @@ where
         }
         off += total as u64;
     }
-    Ok(ScanEnd::Clean)
+    Ok(ScanEnd::Clean(off))
 }
 
 /// True if any offset in `from..len` starts a record that passes its checksum.

@@ -192,11 +192,11 @@ pub struct JournalCompaction {
     pub segments_compacted: Vec<u64>,
     /// Records copied to new segments.
     pub records_relocated: u64,
-    /// Records dropped as dead, counted when the run was read whole (any
-    /// of its segments may hold a delete record). A run without deletes is
-    /// read only where the ledger points, so its dead records are never
-    /// read and not counted: 0.
-    pub records_dropped: u64,
+    /// Records dropped as dead, when counted: a run that may hold a delete
+    /// record is read whole and counts them. A run without deletes is read
+    /// only where the ledger points, so its dead records are never read:
+    /// `None`.
+    pub records_dropped: Option<u64>,
     /// Bytes of the compacted segments.
     pub bytes_before: u64,
     /// Bytes of the compacted segments read: all of them when the run was

@@ -443,10 +443,10 @@ impl Store {
                     }
                     off
                 }
-                ScanEnd::Clean => fs::metadata(&path)
-                    .map_err(|e| Error::io("stat segment", &path, e))?
-                    .len()
-                    .min(limit),
+                // Not the file's length now: an old owner may have appended
+                // records since the scan read it, unscanned (and perhaps
+                // half-written) bytes a sealed size must not cover.
+                ScanEnd::Clean(end) => end,
             };
             // A segment that was active at a crash may hold records that
             // were written but never synced (never acknowledged under
