@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of value GC reading only live records (f2d1458) against reading whole
+# A/B of value GC reading only live records (6fc6535) against reading whole
 # segments (bad7eb8): the 8k-gc variant (2.3 GB of 8 KB values preloaded,
 # 120 s of 5:1 GET:UPDATE by 24 workers under 768 MiB, journal compaction
 # back to back from 60 s), tablinum only, the two binaries interleaved.

@@ -18,9 +18,12 @@ sleep 5
 "$res/2026-11-25-volume-long-4k/du_sample.sh" "$out" "$out.du.log" &
 "$res/2026-11-25-volume-long-4k-gc-drop-behind/mem_sample.sh" "$out" "$out.mem.log" &
 (
+  # The first run's process: the one in a tablinum-bench cgroup (a stale,
+  # empty cgroup of an earlier run may sort first, so look in all of them).
+  pid=
   for _ in $(seq 1 120); do
-    cg=$(ls -d /sys/fs/cgroup/memory/tablinum-bench-*/ 2>/dev/null | head -1)
-    pid=$(head -1 "$cg/cgroup.procs" 2>/dev/null); [ -n "$pid" ] && break; sleep 1
+    pid=$(cat /sys/fs/cgroup/memory/tablinum-bench-*/cgroup.procs 2>/dev/null | head -1)
+    [ -n "$pid" ] && break; sleep 1
   done
   sleep 1200
   ulimit -l 8192
