@@ -56,6 +56,21 @@ pub struct Record<'a> {
     pub value_len: u32,
 }
 
+impl<'a> Record<'a> {
+    /// Its parts, to journal it again elsewhere (its sequence number apart).
+    pub fn parts(&self) -> RecordParts<'a> {
+        RecordParts {
+            kind: self.kind,
+            flags: self.flags,
+            key: self.key,
+            meta: self.meta,
+            terms: self.terms,
+            stored_value: self.stored_value,
+            value_len: self.value_len,
+        }
+    }
+}
+
 /// What a caller wants journaled; the value is already in stored form.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordParts<'a> {

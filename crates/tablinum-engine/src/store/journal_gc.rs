@@ -575,13 +575,8 @@ impl<'a> Relocator<'a> {
         let n = record::encode(
             &mut self.buf,
             &RecordParts {
-                kind: rec.kind,
                 flags: rec.flags & !FLAG_BATCH_CONTINUES,
-                key: rec.key,
-                meta: rec.meta,
-                terms: rec.terms,
-                stored_value: rec.stored_value,
-                value_len: rec.value_len,
+                ..rec.parts()
             },
             rec.seq,
         );
@@ -663,6 +658,20 @@ fn current_switches(sv: &SuperVersion, relocs: &[Relocation]) -> Result<Switches
 mod tests {
     use super::*;
 
+    /// 3,000 incompressible bytes from `seed` (xorshift64), so each record
+    /// takes its full size in a segment.
+    fn incompressible(seed: u32) -> Vec<u8> {
+        let mut x = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..3000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
     /// A write that lands between a relocation's lookup and the writer lock
     /// wins over the relocation; a flush in between sends the lookups
     /// round again.
@@ -676,20 +685,8 @@ mod tests {
         };
         let s = super::super::Store::open(dir.path(), opts).unwrap();
         let key = |i: u32| format!("k{i:03}").into_bytes();
-        // Incompressible, so each record takes its 3 KB in the segment.
-        let value = |i: u32| -> Vec<u8> {
-            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            (0..3000)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        };
         for i in 0..50u32 {
-            s.put(&key(i), &value(i)).unwrap();
+            s.put(&key(i), &incompressible(i)).unwrap();
         }
         // The entries sit in a ledger table, the memtables are empty.
         s.flush().unwrap();
@@ -748,20 +745,8 @@ mod tests {
         };
         let s = super::super::Store::open(dir.path(), opts).unwrap();
         let key = |i: u32| format!("k{i:03}").into_bytes();
-        // Incompressible, so each record takes its 3 KB in the segment.
-        let value = |i: u32| -> Vec<u8> {
-            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            (0..3000)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        };
         for i in 0..50u32 {
-            s.put(&key(i), &value(i)).unwrap();
+            s.put(&key(i), &incompressible(i)).unwrap();
         }
         for i in 0..50u32 {
             if i % 8 != 0 {

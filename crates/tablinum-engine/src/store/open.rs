@@ -15,7 +15,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::journal::record::{self, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT};
+use crate::journal::record::{self, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT};
 use crate::journal::segment::{self, ScanEnd, SegmentKind, SegmentWriter};
 use crate::ledger::compaction::{self, Shape, LEVELS};
 use crate::ledger::entry::{Loc, SPACE_INDEX};
@@ -366,19 +366,7 @@ impl Store {
                     return Ok(());
                 }
                 let mut raw = Vec::with_capacity(len as usize);
-                record::encode(
-                    &mut raw,
-                    &RecordParts {
-                        kind: rec.kind,
-                        flags: rec.flags,
-                        key: rec.key,
-                        meta: rec.meta,
-                        terms: rec.terms,
-                        stored_value: rec.stored_value,
-                        value_len: rec.value_len,
-                    },
-                    rec.seq,
-                );
+                record::encode(&mut raw, &rec.parts(), rec.seq);
                 pending.push((off, len, raw));
                 if rec.flags & FLAG_BATCH_CONTINUES == 0 || s.kind == SegmentKind::Compacted {
                     for (off, len, raw) in pending.drain(..) {
