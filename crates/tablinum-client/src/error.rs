@@ -64,12 +64,23 @@ impl std::error::Error for Error {}
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Whether a status means "try again after refreshing locations".
+///
+/// INTERNAL counts only when the transport said it ([`H2_BROKEN_PREFIX`]):
+/// a server killed or restarted mid-stream can end the HTTP/2 connection
+/// with a protocol error, which tonic reports as INTERNAL, and that is the
+/// same lost connection as UNAVAILABLE. A server's own INTERNAL answer
+/// (an engine error) is not retried. A write still needs
+/// [`not_applied`] as well, which INTERNAL never is.
 pub(crate) fn retryable(s: &Status) -> bool {
-    matches!(
-        s.code(),
-        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled
-    )
+    match s.code() {
+        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled => true,
+        Code::Internal => s.message().starts_with(H2_BROKEN_PREFIX),
+        _ => false,
+    }
 }
+
+/// How tonic words an HTTP/2 connection that broke under a request.
+pub const H2_BROKEN_PREFIX: &str = "h2 protocol error";
 
 /// Whether a status proves the request was not applied, so even a write
 /// may be sent again: the server refused it ("not serving", tablet
@@ -138,5 +149,20 @@ impl From<Status> for Error {
             Code::Unknown => Error::OutcomeUnknown(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_is_retried_for_reads_but_never_proves_a_write_unapplied() {
+        let broken = Status::internal("h2 protocol error: http2 error");
+        assert!(retryable(&broken));
+        assert!(!not_applied(&broken));
+        let engine = Status::internal("journal segment 7: checksum mismatch");
+        assert!(!retryable(&engine));
+        assert!(!retryable(&Status::invalid_argument("h2 protocol error")));
     }
 }
