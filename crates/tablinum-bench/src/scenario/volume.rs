@@ -51,7 +51,7 @@ use crate::chart::{Line, Panel};
 use crate::cli::CACHE_BYTES_DEFAULT;
 use crate::error::BenchError;
 use crate::output::{read_summary_csv, RunSummary, SUMMARY_CSV};
-use crate::targets::{known_targets, ClusterTarget, MemoryTarget};
+use crate::targets::{known_targets, ClusterTarget, MemoryTarget, TablinumTarget};
 use crate::workload::{
     KeyEncoding, KeyGenerator, Mode, Operations, ValueGenerator, Workload, REPORT_INTERVAL_S_MIN,
 };
@@ -431,9 +431,12 @@ pub fn spec(args: &VolumeArgs) -> Result<(VolumeSpec, VolumeParameters), BenchEr
         args.targets.iter().map(|t| t.trim().to_string()).collect()
     };
     for t in &targets {
-        // `tablinum:KEY=VALUE` is tablinum with one engine option set
-        // (checked when the child opens it).
-        if !known.contains(&t.as_str()) && !t.starts_with("tablinum:") {
+        // `tablinum:KEY=VALUE` is tablinum with one engine option set,
+        // checked here so a bad one fails before the first run.
+        if let Some(overrides) = t.strip_prefix("tablinum:") {
+            TablinumTarget::check_overrides(overrides)
+                .map_err(|e| usage("--targets", format!("`{t}`: {e}")))?;
+        } else if !known.contains(&t.as_str()) {
             return Err(BenchError::UnknownTarget {
                 name: t.clone(),
                 known,
@@ -593,8 +596,22 @@ pub struct VolumeBody {
 /// The volume scenario's `scenario.json`.
 pub type ScenarioReport = Report<VolumeBody>;
 
-/// A run's directory relative to `--out`: `<variant>/<target>-r<repeat>`.
+/// A run's directory relative to `--out`: `<variant>/<target>-r<repeat>`,
+/// with every character of the target other than ASCII letters, digits, `-`
+/// and `.` written as `_` (`tablinum:journal_writeback_bytes=0` becomes
+/// `tablinum_journal_writeback_bytes_0`), so the name needs no quoting in a
+/// shell and is valid on every filesystem.
 pub fn run_dir_name(variant: &str, target: &str, repeat: u32) -> String {
+    let target: String = target
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("{variant}/{target}-r{repeat}")
 }
 
@@ -1125,6 +1142,36 @@ mod tests {
                 },
                 "leveldb",
             ),
+            // A bad engine override is refused before any run starts: an
+            // unknown key, a value that does not parse, one out of range.
+            (
+                VolumeArgs {
+                    targets: vec!["tablinum:journal_gc=30".into()],
+                    ..args()
+                },
+                "unknown engine override `journal_gc`",
+            ),
+            (
+                VolumeArgs {
+                    targets: vec!["tablinum:journal_compaction_garbage_pct=lots".into()],
+                    ..args()
+                },
+                "`lots` is not valid",
+            ),
+            (
+                VolumeArgs {
+                    targets: vec!["tablinum:memtable_bytes_max=1".into()],
+                    ..args()
+                },
+                "options.memtable_bytes_max",
+            ),
+            (
+                VolumeArgs {
+                    targets: vec!["tablinum:journal_writeback_bytes".into()],
+                    ..args()
+                },
+                "expected KEY=VALUE",
+            ),
             (
                 VolumeArgs {
                     targets: vec!["tablinum".into(), "tablinum".into()],
@@ -1436,5 +1483,9 @@ mod tests {
         }
         assert_eq!(order.len(), 8);
         assert_eq!(run_dir_name("8k-sync", "rocksdb", 2), "8k-sync/rocksdb-r2");
+        assert_eq!(
+            run_dir_name("8k-sync", "tablinum:journal_compaction_garbage_pct=30", 1),
+            "8k-sync/tablinum_journal_compaction_garbage_pct_30-r1"
+        );
     }
 }

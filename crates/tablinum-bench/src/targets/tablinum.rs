@@ -32,46 +32,83 @@ impl TablinumTarget {
         Self::open_with(cfg, "")
     }
 
-    /// Opens with engine option overrides, `key=value` separated by commas.
-    /// Known keys: `inline_value_bytes_max`, `memtable_bytes_max`,
-    /// `value_compression`, `journal_segment_bytes_max`,
-    /// `journal_compaction_bytes_per_s`, `journal_writeback_bytes`.
+    /// Opens with engine option overrides, `key=value` separated by commas
+    /// (see [`TablinumTarget::check_overrides`]).
     pub fn open_with(cfg: &TargetConfig, overrides: &str) -> Result<TablinumTarget, TargetError> {
+        let opts = options(cfg.sync, cfg.cache_bytes, overrides)?;
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|e| TargetError(format!("create {}: {e}", cfg.dir.display())))?;
-        let mut opts = Options {
-            durability: if cfg.sync {
-                Durability::Sync
-            } else {
-                Durability::NoSync
-            },
-            block_cache_bytes: cfg.cache_bytes,
-            ..Options::default()
-        };
-        for kv in overrides.split(',').filter(|s| !s.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                TargetError(format!("engine override `{kv}`: expected KEY=VALUE"))
-            })?;
-            let bad =
-                |e: &dyn std::fmt::Display| TargetError(format!("engine override `{k}`: {e}"));
-            match k {
-                "inline_value_bytes_max" => opts.inline_value_bytes_max = v.parse().map_err(|e| bad(&e))?,
-                "memtable_bytes_max" => opts.memtable_bytes_max = v.parse().map_err(|e| bad(&e))?,
-                "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
-                "journal_segment_bytes_max" => opts.journal_segment_bytes_max = v.parse().map_err(|e| bad(&e))?,
-                "journal_compaction_bytes_per_s" => opts.journal_compaction_bytes_per_s = v.parse().map_err(|e| bad(&e))?,
-                "journal_writeback_bytes" => opts.journal_writeback_bytes = v.parse().map_err(|e| bad(&e))?,
-                _ => {
-                    return Err(TargetError(format!(
-                        "unknown engine override `{k}` (known: inline_value_bytes_max, memtable_bytes_max, value_compression, journal_segment_bytes_max, journal_compaction_bytes_per_s, journal_writeback_bytes)"
-                    )))
-                }
-            }
-        }
         Ok(TablinumTarget {
             store: Store::open(&cfg.dir, opts).map_err(err)?,
         })
     }
+
+    /// Checks an override list without opening anything, so that a scenario
+    /// refuses a bad `tablinum:KEY=VALUE` target before its first run rather
+    /// than when a child process opens it. Known keys: [`OVERRIDE_KEYS`].
+    pub fn check_overrides(overrides: &str) -> Result<(), TargetError> {
+        let opts = options(false, Options::default().block_cache_bytes, overrides)?;
+        opts.validate().map_err(|e| TargetError(e.to_string()))
+    }
+}
+
+/// The engine options a `tablinum:KEY=VALUE,...` target may set.
+pub const OVERRIDE_KEYS: &[&str] = &[
+    "inline_value_bytes_max",
+    "memtable_bytes_max",
+    "value_compression",
+    "journal_segment_bytes_max",
+    "journal_compaction_bytes_per_s",
+    "journal_compaction_garbage_pct",
+    "journal_writeback_bytes",
+];
+
+/// The run's options: durability and cache bytes as every target gets them,
+/// then the overrides in order.
+fn options(sync: bool, cache_bytes: u64, overrides: &str) -> Result<Options, TargetError> {
+    let mut opts = Options {
+        durability: if sync {
+            Durability::Sync
+        } else {
+            Durability::NoSync
+        },
+        block_cache_bytes: cache_bytes,
+        ..Options::default()
+    };
+    for kv in overrides.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| TargetError(format!("engine override `{kv}`: expected KEY=VALUE")))?;
+        let bad = |e: &dyn std::fmt::Display| {
+            TargetError(format!("engine override `{k}`: `{v}` is not valid: {e}"))
+        };
+        match k {
+            "inline_value_bytes_max" => {
+                opts.inline_value_bytes_max = v.parse().map_err(|e| bad(&e))?
+            }
+            "memtable_bytes_max" => opts.memtable_bytes_max = v.parse().map_err(|e| bad(&e))?,
+            "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
+            "journal_segment_bytes_max" => {
+                opts.journal_segment_bytes_max = v.parse().map_err(|e| bad(&e))?
+            }
+            "journal_compaction_bytes_per_s" => {
+                opts.journal_compaction_bytes_per_s = v.parse().map_err(|e| bad(&e))?
+            }
+            "journal_compaction_garbage_pct" => {
+                opts.journal_compaction_garbage_pct = v.parse().map_err(|e| bad(&e))?
+            }
+            "journal_writeback_bytes" => {
+                opts.journal_writeback_bytes = v.parse().map_err(|e| bad(&e))?
+            }
+            _ => {
+                return Err(TargetError(format!(
+                    "unknown engine override `{k}` (known: {})",
+                    OVERRIDE_KEYS.join(", ")
+                )))
+            }
+        }
+    }
+    Ok(opts)
 }
 
 impl Target for TablinumTarget {
