@@ -45,22 +45,36 @@ impl TablinumTarget {
 
     /// Checks an override list without opening anything, so that a scenario
     /// refuses a bad `tablinum:KEY=VALUE` target before its first run rather
-    /// than when a child process opens it. Known keys: [`OVERRIDE_KEYS`].
+    /// than when a child process opens it. Known keys: [`OVERRIDES`].
     pub fn check_overrides(overrides: &str) -> Result<(), TargetError> {
         let opts = options(false, Options::default().block_cache_bytes, overrides)?;
         opts.validate().map_err(|e| TargetError(e.to_string()))
     }
 }
 
+/// Sets one engine option from its text; the error says why it did not parse.
+type Setter = fn(&mut Options, &str) -> Result<(), String>;
+
+/// One `(name, setter)` per option field, so the names cannot drift from
+/// the fields they set.
+macro_rules! setters {
+    ($($field:ident),* $(,)?) => {
+        &[$((stringify!($field), |o: &mut Options, v: &str| {
+            o.$field = v.parse().map_err(|e| format!("{e}"))?;
+            Ok(())
+        })),*]
+    };
+}
+
 /// The engine options a `tablinum:KEY=VALUE,...` target may set.
-pub const OVERRIDE_KEYS: &[&str] = &[
-    "inline_value_bytes_max",
-    "memtable_bytes_max",
-    "value_compression",
-    "journal_segment_bytes_max",
-    "journal_compaction_bytes_per_s",
-    "journal_compaction_garbage_pct",
-    "journal_writeback_bytes",
+pub const OVERRIDES: &[(&str, Setter)] = setters![
+    inline_value_bytes_max,
+    memtable_bytes_max,
+    value_compression,
+    journal_segment_bytes_max,
+    journal_compaction_bytes_per_s,
+    journal_compaction_garbage_pct,
+    journal_writeback_bytes,
 ];
 
 /// The run's options: durability and cache bytes as every target gets them,
@@ -79,34 +93,18 @@ fn options(sync: bool, cache_bytes: u64, overrides: &str) -> Result<Options, Tar
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| TargetError(format!("engine override `{kv}`: expected KEY=VALUE")))?;
-        let bad = |e: &dyn std::fmt::Display| {
-            TargetError(format!("engine override `{k}`: `{v}` is not valid: {e}"))
-        };
-        match k {
-            "inline_value_bytes_max" => {
-                opts.inline_value_bytes_max = v.parse().map_err(|e| bad(&e))?
-            }
-            "memtable_bytes_max" => opts.memtable_bytes_max = v.parse().map_err(|e| bad(&e))?,
-            "value_compression" => opts.value_compression = v.parse().map_err(|e| bad(&e))?,
-            "journal_segment_bytes_max" => {
-                opts.journal_segment_bytes_max = v.parse().map_err(|e| bad(&e))?
-            }
-            "journal_compaction_bytes_per_s" => {
-                opts.journal_compaction_bytes_per_s = v.parse().map_err(|e| bad(&e))?
-            }
-            "journal_compaction_garbage_pct" => {
-                opts.journal_compaction_garbage_pct = v.parse().map_err(|e| bad(&e))?
-            }
-            "journal_writeback_bytes" => {
-                opts.journal_writeback_bytes = v.parse().map_err(|e| bad(&e))?
-            }
-            _ => {
-                return Err(TargetError(format!(
+        let (_, set) = OVERRIDES
+            .iter()
+            .find(|(name, _)| *name == k)
+            .ok_or_else(|| {
+                let known: Vec<&str> = OVERRIDES.iter().map(|(name, _)| *name).collect();
+                TargetError(format!(
                     "unknown engine override `{k}` (known: {})",
-                    OVERRIDE_KEYS.join(", ")
-                )))
-            }
-        }
+                    known.join(", ")
+                ))
+            })?;
+        set(&mut opts, v)
+            .map_err(|e| TargetError(format!("engine override `{k}`: `{v}` is not valid: {e}")))?;
     }
     Ok(opts)
 }
