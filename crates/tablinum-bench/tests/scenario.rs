@@ -35,6 +35,42 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A `tablinum:KEY=VALUE` target runs end to end: its child reports itself
+/// as `tablinum`, and the scenario counts that as the run it asked for.
+#[test]
+fn volume_scenario_runs_tablinum_with_an_engine_option_as_a_target() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = tmp.path().join("volume");
+    let out_s = out.to_string_lossy().into_owned();
+    let o = bench(&[
+        "scenario",
+        "volume",
+        "--targets",
+        "tablinum:journal_writeback_bytes=0",
+        "--no-memory-limit",
+        "--duration-s",
+        "0.5",
+        "--variants",
+        "4k-nosync",
+        "--keys",
+        "10000",
+        "--out",
+        &out_s,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "stderr:\n{stderr}");
+    let j = json(&out.join("scenario.json"));
+    assert_eq!(j["runs_failed"], 0, "{stderr}");
+    let run = &j["variants"][0]["targets"]["tablinum:journal_writeback_bytes=0"];
+    assert!(
+        run["ops_per_sec"]["mean"].as_f64().is_some_and(|v| v > 0.0),
+        "{j}"
+    );
+    assert!(out
+        .join("4k-nosync/tablinum_journal_writeback_bytes_0-r1/summary.json")
+        .exists());
+}
+
 #[test]
 fn tiny_volume_scenario_writes_tables_json_readme_and_run_directories() {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

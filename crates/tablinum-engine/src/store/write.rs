@@ -253,7 +253,6 @@ impl Inner {
         }
     }
 
-    /// Seals the active segment and opens a new one (caller holds the writer lock).
     /// A read handle on journal segment `id`.
     pub(super) fn segment_handle(&self, id: u64, kind: SegmentKind) -> Arc<Segment> {
         Arc::new(Segment {
@@ -299,6 +298,7 @@ impl Inner {
         r
     }
 
+    /// Seals the active segment and opens a new one (caller holds the writer lock).
     pub(super) fn roll_once(&self, w: &mut WriterState) -> Result<()> {
         w.seg.sync()?;
         self.synced_total
