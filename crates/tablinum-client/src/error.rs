@@ -80,7 +80,7 @@ pub(crate) fn retryable(s: &Status) -> bool {
 }
 
 /// How tonic words an HTTP/2 connection that broke under a request.
-pub const H2_BROKEN_PREFIX: &str = "h2 protocol error";
+pub(crate) const H2_BROKEN_PREFIX: &str = "h2 protocol error";
 
 /// Whether a status proves the request was not applied, so even a write
 /// may be sent again: the server refused it ("not serving", tablet

@@ -854,12 +854,12 @@ impl Scenario for Volume {
         }
         let mut metrics = None;
         if error.is_none() {
+            let expected_name = reported_target_name(target);
             match RunSummary::load(&dir) {
-                Ok(s) if s.target != reported_target_name(target) => {
+                Ok(s) if s.target != expected_name => {
                     error = Some(format!(
-                        "summary.json names target `{}`, expected `{}` (for `{target}`)",
-                        s.target,
-                        reported_target_name(target)
+                        "summary.json names target `{}`, expected `{expected_name}` (for `{target}`)",
+                        s.target
                     ));
                 }
                 Ok(s) => metrics = Some(RunMetrics::from_summary(&s)),
