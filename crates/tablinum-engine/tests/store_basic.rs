@@ -735,3 +735,43 @@ fn read_counters_say_what_each_get_cost() {
     assert!(false_positives < 50, "{absent:?}");
     assert_eq!(absent.value_reads, inline.value_reads);
 }
+
+#[test]
+fn preallocated_segments_roll_reopen_and_compact_like_any_other() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        journal_preallocate: true,
+        journal_compaction_hours: None,
+        ..small_opts()
+    };
+    let seg_max = opts.journal_segment_bytes_max;
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    for i in 0..300u32 {
+        s.put(format!("k{:03}", i % 100).as_bytes(), &val(i, 3000))
+            .unwrap();
+    }
+    // Every write segment reserved its full size when it was created, and
+    // the reservation never shows as file length.
+    let segs: Vec<_> = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(segs.len() > 5, "{} segments", segs.len());
+    for p in &segs {
+        let md = std::fs::metadata(p).unwrap();
+        assert!(md.len() <= seg_max, "{p:?}: {} bytes", md.len());
+        assert!(
+            md.blocks() * 512 >= seg_max,
+            "{p:?}: {} blocks",
+            md.blocks()
+        );
+    }
+    while !s.compact_journal().unwrap().segments_compacted.is_empty() {}
+    drop(s);
+    let s = Store::open(dir.path(), opts).unwrap();
+    for i in 200..300u32 {
+        let k = format!("k{:03}", i % 100);
+        assert_eq!(s.get(k.as_bytes()).unwrap(), Some(val(i, 3000)), "{k}");
+    }
+}

@@ -75,6 +75,7 @@ pub const OVERRIDES: &[(&str, Setter)] = setters![
     journal_compaction_bytes_per_s,
     journal_compaction_garbage_pct,
     journal_writeback_bytes,
+    journal_preallocate,
 ];
 
 /// The run's options: durability and cache bytes as every target gets them,

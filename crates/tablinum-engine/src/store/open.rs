@@ -272,7 +272,8 @@ impl Store {
         let first_id = state.next_file_id;
         state.next_file_id += 1;
         let seg = SegmentWriter::create(&journal_dir, first_id, SegmentKind::Write)?
-            .with_writeback(opts.journal_writeback_bytes);
+            .with_writeback(opts.journal_writeback_bytes)
+            .with_preallocation(opts.preallocate_bytes());
         let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {

@@ -306,7 +306,8 @@ impl Inner {
         let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
         let new = SegmentWriter::create(&self.files.journal_dir, id, SegmentKind::Write)?
-            .with_writeback(self.opts.journal_writeback_bytes);
+            .with_writeback(self.opts.journal_writeback_bytes)
+            .with_preallocation(self.opts.preallocate_bytes());
         let switched = self.roll_switch(w, &mut meta, new);
         if switched.is_err() {
             let _ = std::fs::remove_file(segment::segment_path(
