@@ -147,8 +147,8 @@ pub struct Options {
     /// filesystem to allocate blocks: on ext4 under a memory limit, an
     /// append waited up to 1.5 s for allocation to read evicted block
     /// bitmaps, holding every other writer up. On by default, as RocksDB
-    /// preallocates its WAL; 4 KB volume run: 1.05× throughput, 1.10× in
-    /// the last minute, UPDATE p99 0.87×
+    /// preallocates its WAL. 4 KB volume A/B over two sittings: throughput
+    /// 1.05× and 1.00×, worst GET/UPDATE 0.77× and 0.43×
     /// (`bench/results/2026-11-27-volume-4k-journal-preallocate-ab`). A
     /// segment sealed short leaves at most one batch of its reservation
     /// unused until it is deleted; a filesystem without `fallocate` (or a
