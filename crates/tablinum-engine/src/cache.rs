@@ -117,7 +117,8 @@ pub struct ReadCounters {
     /// Journal records read for their values (one positional read each;
     /// values kept in the ledger entry are not counted).
     pub value_reads: AtomicU64,
-    /// Bytes of those reads: whole journal records, header and key included.
+    /// Bytes of those reads: the value alone when it is stored
+    /// uncompressed, else the whole record, header and key included.
     pub value_read_bytes: AtomicU64,
 }
 

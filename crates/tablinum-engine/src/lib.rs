@@ -49,8 +49,9 @@ internal_modules! {
 
 pub use error::{Error, Result};
 pub use options::{
-    Durability, Options, JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT,
-    JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT, JOURNAL_WRITEBACK_BYTES_DEFAULT,
+    Durability, Options, JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT,
+    JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT, JOURNAL_COMPACTION_GARBAGE_PCT_DEFAULT,
+    JOURNAL_WRITEBACK_BYTES_DEFAULT,
 };
 pub use store::{
     Batch, Head, HeadIter, IndexHit, JournalCompaction, ObjectIter, PutOptions, ReadOnlyStore,

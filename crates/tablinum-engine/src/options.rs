@@ -154,6 +154,19 @@ pub struct Options {
     /// unused until it is deleted; a filesystem without `fallocate` (or a
     /// full disk) allocates at writeback as before.
     pub journal_preallocate: bool,
+    /// Stored values at least this long start on a 4 KiB page boundary in
+    /// the journal whenever they would otherwise span one page more than
+    /// their length needs; 0 = never. Uncompressed values only. A GET reads
+    /// only the value's pages, so an 8 KiB value costs 2 pages of device
+    /// read and page cache instead of 3, paid for by up to a page of zeros
+    /// per record on disk (a value of exactly 8 KiB: always nearly a page,
+    /// so 1.5× the journal's bytes). Off by default: in the 8 KB volume A/B
+    /// (`bench/results/2026-11-27-volume-aligned-values-ab`) it served 1.12×
+    /// the operations under `NoSync`, but under `Sync` throughput fell to a
+    /// third once journal compaction started, and at 4 KB (2× the journal)
+    /// it gained nothing and doubled p99. 8192 is the setting measured at
+    /// 8 KB.
+    pub journal_align_value_bytes_min: usize,
 }
 
 /// Default garbage share that makes a journal compaction due at once, percent
@@ -172,6 +185,9 @@ pub const JOURNAL_COMPACTION_BYTES_PER_S_DEFAULT: u64 = 32 << 20;
 /// Default of [`Options::journal_writeback_bytes`]: 1 MiB (RocksDB's
 /// `bytes_per_sync` in the tuned peer configuration).
 pub const JOURNAL_WRITEBACK_BYTES_DEFAULT: u64 = 1 << 20;
+
+/// Default of [`Options::journal_align_value_bytes_min`]: 0, no padding.
+pub const JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT: usize = 0;
 
 impl Default for Options {
     fn default() -> Self {
@@ -205,6 +221,7 @@ impl Default for Options {
             scan_readahead_values: 64,
             journal_writeback_bytes: JOURNAL_WRITEBACK_BYTES_DEFAULT,
             journal_preallocate: true,
+            journal_align_value_bytes_min: JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT,
         }
     }
 }

@@ -482,7 +482,7 @@ impl Node {
                 ),
                 (
                     "tablinum_tserver_value_read_bytes",
-                    "Bytes of journal records read for values, summed over the tablets open now.",
+                    "Bytes read from journal segments for values, summed over the tablets open now.",
                     reads.value_read_bytes,
                 ),
             ] {

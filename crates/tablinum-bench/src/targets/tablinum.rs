@@ -76,6 +76,7 @@ pub const OVERRIDES: &[(&str, Setter)] = setters![
     journal_compaction_garbage_pct,
     journal_writeback_bytes,
     journal_preallocate,
+    journal_align_value_bytes_min,
 ];
 
 /// The run's options: durability and cache bytes as every target gets them,

@@ -30,7 +30,13 @@ pub const KIND_DELETE: u8 = 2;
 pub const FLAG_LZ4: u8 = 1;
 /// Flag: more records of the same atomic batch follow.
 pub const FLAG_BATCH_CONTINUES: u8 = 2;
-const FLAGS_KNOWN: u8 = FLAG_LZ4 | FLAG_BATCH_CONTINUES;
+/// Flag: zero bytes sit between the index terms and the stored value, so
+/// that the value starts on a page boundary (journal version 2 on).
+pub const FLAG_PADDED: u8 = 4;
+const FLAGS_KNOWN: u8 = FLAG_LZ4 | FLAG_BATCH_CONTINUES | FLAG_PADDED;
+/// Page size values are aligned to in the journal, bytes: a value read
+/// costs the pages it spans, in the device's reads and in the page cache.
+pub const PAGE_BYTES: u64 = 4096;
 
 /// One secondary-index term: (index name, term).
 pub type IndexTerm = (Vec<u8>, Vec<u8>);
@@ -57,11 +63,12 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// Its parts, to journal it again elsewhere (its sequence number apart).
+    /// Its parts, to journal it again elsewhere (its sequence number apart;
+    /// padding belongs to a place in a file, so it is not carried).
     pub fn parts(&self) -> RecordParts<'a> {
         RecordParts {
             kind: self.kind,
-            flags: self.flags,
+            flags: self.flags & !FLAG_PADDED,
             key: self.key,
             meta: self.meta,
             terms: self.terms,
@@ -95,15 +102,66 @@ pub fn encoded_len(p: &RecordParts<'_>) -> usize {
     HEADER_BYTES + p.key.len() + p.meta.len() + p.terms.len() + p.stored_value.len()
 }
 
+/// Zero bytes to put before the stored value of a record that starts at
+/// byte `at` of its segment, so that the value spans as few pages as its
+/// length allows: the distance to the next page boundary when the value
+/// would otherwise span one page more, else 0. Only uncompressed values of
+/// at least `min_bytes` are padded (`min_bytes` 0: none), so a reader can
+/// tell a padded record from a compressed one by its length alone
+/// ([`value_span`]).
+pub fn pad_for(at: u64, p: &RecordParts<'_>, min_bytes: usize) -> usize {
+    let len = p.stored_value.len() as u64;
+    if min_bytes == 0 || (len as usize) < min_bytes || p.flags & FLAG_LZ4 != 0 {
+        return 0;
+    }
+    let start = at + (HEADER_BYTES + p.key.len() + p.meta.len() + p.terms.len()) as u64;
+    let into_page = start % PAGE_BYTES;
+    if into_page == 0 || (into_page + len).div_ceil(PAGE_BYTES) == len.div_ceil(PAGE_BYTES) {
+        return 0;
+    }
+    (PAGE_BYTES - into_page) as usize
+}
+
+/// Where the uncompressed value of a journal record lies within it, as
+/// (offset from the record's start, length), worked out from what its
+/// ledger entry knows: the record's length, and the lengths of its key,
+/// metadata, index terms and value. `None` when the record's value is
+/// stored compressed (the record is shorter than its parts), or when the
+/// lengths cannot belong to one record; the whole record must then be read.
+pub fn value_span(
+    record_len: u64,
+    key_len: usize,
+    meta_len: usize,
+    terms_len: usize,
+    value_len: u32,
+) -> Option<(u64, u64)> {
+    let parts = (HEADER_BYTES + key_len + meta_len + terms_len) as u64;
+    let plain = parts + u64::from(value_len);
+    let pad = record_len.checked_sub(plain)?;
+    (pad < PAGE_BYTES && value_len > 0).then_some((parts + pad, u64::from(value_len)))
+}
+
 /// Appends the record to `buf` with sequence number `seq`; returns its length.
 /// Callers have validated lengths against the limits.
 pub fn encode(buf: &mut Vec<u8>, p: &RecordParts<'_>, seq: u64) -> usize {
+    encode_padded(buf, p, seq, 0)
+}
+
+/// [`encode`] with `pad` zero bytes before the stored value (see
+/// [`pad_for`]); `pad` > 0 sets [`FLAG_PADDED`].
+pub fn encode_padded(buf: &mut Vec<u8>, p: &RecordParts<'_>, seq: u64, pad: usize) -> usize {
+    debug_assert!((pad as u64) < PAGE_BYTES);
     let start = buf.len();
-    let total = encoded_len(p);
+    let total = encoded_len(p) + pad;
+    let flags = if pad > 0 {
+        p.flags | FLAG_PADDED
+    } else {
+        p.flags & !FLAG_PADDED
+    };
     buf.put_u32(0); // crc, patched below
     buf.put_u32((total - 8) as u32);
     buf.put_u8(p.kind);
-    buf.put_u8(p.flags);
+    buf.put_u8(flags);
     buf.put_u64(seq);
     buf.put_u16(p.key.len() as u16);
     buf.put_u32(p.stored_value.len() as u32);
@@ -113,6 +171,7 @@ pub fn encode(buf: &mut Vec<u8>, p: &RecordParts<'_>, seq: u64) -> usize {
     buf.extend_from_slice(p.key);
     buf.extend_from_slice(p.meta);
     buf.extend_from_slice(p.terms);
+    buf.resize(buf.len() + pad, 0);
     buf.extend_from_slice(p.stored_value);
     let c = crc(&buf[start + 4..]);
     buf[start..start + 4].copy_from_slice(&c.to_le_bytes());
@@ -176,10 +235,19 @@ pub fn decode(buf: &[u8]) -> Result<Record<'_>, &'static str> {
     let key = r.bytes(key_len).ok_or("key past record end")?;
     let meta = r.bytes(meta_len).ok_or("metadata past record end")?;
     let terms = r.bytes(terms_len).ok_or("terms past record end")?;
-    let stored_value = r.bytes(stored_len).ok_or("value past record end")?;
-    if r.remaining() != 0 {
-        return Err("trailing bytes in record");
+    let pad = r.remaining().checked_sub(stored_len).ok_or("value past record end")?;
+    if flags & FLAG_PADDED == 0 {
+        if pad != 0 {
+            return Err("trailing bytes in record");
+        }
+    } else if pad == 0 || pad as u64 >= PAGE_BYTES || flags & FLAG_LZ4 != 0 {
+        return Err("padding out of range");
     }
+    let padding = r.bytes(pad).ok_or("value past record end")?;
+    if padding.iter().any(|&b| b != 0) {
+        return Err("padding is not zero");
+    }
+    let stored_value = r.bytes(stored_len).ok_or("value past record end")?;
     decode_terms(terms).ok_or("malformed index terms")?;
     Ok(Record {
         kind,
@@ -344,5 +412,101 @@ mod tests {
         };
         encode(&mut buf, &p, 1);
         assert_eq!(value_of(&decode(&buf).unwrap()).unwrap(), text);
+    }
+
+    #[test]
+    fn padded_values_start_on_a_page_and_decode_like_any_other() {
+        let value = vec![7u8; 8192];
+        let p = parts(b"key", &value, b"");
+        // 20 bytes into a page, the value (8 KiB) would span three pages.
+        let at = 3 * PAGE_BYTES + 20;
+        let pad = pad_for(at, &p, 4096);
+        let value_at = at + (HEADER_BYTES + 3 + 1) as u64 + pad as u64;
+        assert_eq!(value_at % PAGE_BYTES, 0);
+        let mut buf = Vec::new();
+        let n = encode_padded(&mut buf, &p, 5, pad);
+        assert_eq!(n, encoded_len(&p) + pad);
+        let r = decode(&buf).unwrap();
+        assert_eq!(r.flags & FLAG_PADDED, FLAG_PADDED);
+        assert_eq!((r.key, r.stored_value), (&b"key"[..], &value[..]));
+        // The ledger's lengths find the value without decoding the record.
+        let (off, len) = value_span(n as u64, 3, 1, 0, 8192).unwrap();
+        assert_eq!(&buf[off as usize..(off + len) as usize], &value[..]);
+        assert_eq!(at + off, value_at);
+        // Journaled again elsewhere, the record carries no padding.
+        let mut again = Vec::new();
+        assert_eq!(encode(&mut again, &r.parts(), 9), encoded_len(&p));
+        assert_eq!(decode(&again).unwrap().flags & FLAG_PADDED, 0);
+        for i in 0..buf.len() * 8 {
+            let mut b = buf.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(decode(&b).is_err(), "bit {i} not detected");
+        }
+    }
+
+    #[test]
+    fn padding_only_where_it_saves_a_page() {
+        let value = vec![1u8; 8192];
+        let p = parts(b"key", &value, b"");
+        let fixed = (HEADER_BYTES + 3 + 1) as u64;
+        // Already on a boundary: nothing to gain.
+        assert_eq!(pad_for(PAGE_BYTES - fixed, &p, 4096), 0);
+        // Off by one byte either way: pad to the next boundary.
+        assert_eq!(pad_for(PAGE_BYTES - fixed + 1, &p, 4096), 4095);
+        assert_eq!(pad_for(PAGE_BYTES - fixed - 1, &p, 4096), 1);
+        // Off by any amount and not a page multiple: padded only when the
+        // value would span more pages than its length needs.
+        let small = vec![1u8; 5000];
+        let q = parts(b"key", &small, b"");
+        assert_eq!(pad_for(2 * PAGE_BYTES - fixed + 100, &q, 4096), 0);
+        assert_eq!(pad_for(2 * PAGE_BYTES - fixed + 3500, &q, 4096), 596);
+        // Below the threshold, turned off, or compressed: never.
+        assert_eq!(pad_for(PAGE_BYTES - fixed + 1, &p, 8193), 0);
+        assert_eq!(pad_for(PAGE_BYTES - fixed + 1, &p, 0), 0);
+        let lz = RecordParts {
+            flags: FLAG_LZ4,
+            value_len: 20000,
+            ..p
+        };
+        assert_eq!(pad_for(PAGE_BYTES - fixed + 1, &lz, 4096), 0);
+    }
+
+    #[test]
+    fn value_span_refuses_compressed_and_impossible_lengths() {
+        // Unpadded, uncompressed: the value ends the record.
+        assert_eq!(value_span(32 + 3 + 1 + 100, 3, 1, 0, 100), Some((36, 100)));
+        // Shorter than its parts: stored compressed.
+        assert_eq!(value_span(32 + 3 + 1 + 50, 3, 1, 0, 100), None);
+        // Longer by a page or more: not a record these lengths describe.
+        assert_eq!(value_span(32 + 3 + 1 + 100 + 4096, 3, 1, 0, 100), None);
+        assert_eq!(value_span(36, 3, 1, 0, 0), None);
+    }
+
+    #[test]
+    fn bad_padding_is_refused() {
+        let value = vec![3u8; 5000];
+        let p = parts(b"k", &value, b"");
+        let mut buf = Vec::new();
+        encode_padded(&mut buf, &p, 1, 10);
+        let fix_crc = |b: &mut Vec<u8>| {
+            let c = crc(&b[4..]);
+            b[..4].copy_from_slice(&c.to_le_bytes());
+        };
+        // Non-zero padding under a valid checksum.
+        let pad_at = HEADER_BYTES + 1 + 1;
+        let mut b = buf.clone();
+        b[pad_at] = 1;
+        fix_crc(&mut b);
+        assert_eq!(decode(&b).unwrap_err(), "padding is not zero");
+        // Padding without the flag, and the flag without padding.
+        let mut b = buf.clone();
+        b[9] &= !FLAG_PADDED;
+        fix_crc(&mut b);
+        assert_eq!(decode(&b).unwrap_err(), "trailing bytes in record");
+        let mut plain = Vec::new();
+        encode(&mut plain, &p, 1);
+        plain[9] |= FLAG_PADDED;
+        fix_crc(&mut plain);
+        assert_eq!(decode(&plain).unwrap_err(), "padding out of range");
     }
 }

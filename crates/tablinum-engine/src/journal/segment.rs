@@ -19,7 +19,10 @@ use crate::journal::record::{self, Record, HEADER_BYTES};
 pub const SEGMENT_HEADER_BYTES: u64 = 28;
 const MAGIC: &[u8; 8] = b"TBLJRNL\0";
 /// Format version of journal segments.
-pub const JOURNAL_VERSION: u32 = 1;
+pub const JOURNAL_VERSION: u32 = 2;
+/// Oldest journal version this build reads: version 1 has no padded
+/// records (`record::FLAG_PADDED`) and is otherwise the same.
+pub const JOURNAL_VERSION_MIN: u32 = 1;
 
 /// Why a segment was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +84,7 @@ pub fn check_header(buf: &[u8], path: &Path, id: u64, kind: SegmentKind) -> Resu
     if crc(&buf[..24]) != hc {
         return Err(bad("checksum mismatch"));
     }
-    if version != JOURNAL_VERSION {
+    if !(JOURNAL_VERSION_MIN..=JOURNAL_VERSION).contains(&version) {
         return Err(Error::UnsupportedVersion {
             file: path.to_path_buf(),
             found: version,
@@ -250,15 +253,52 @@ pub fn read_record(file: &File, path: &Path, offset: u64, len: u32) -> Result<Ve
     if (len as usize) < record::HEADER_BYTES || len as usize > record::RECORD_BYTES_MAX {
         return Err(Error::corrupt(path, offset, "record length out of range"));
     }
-    let mut buf = vec![0u8; len as usize];
+    pread_exact(file, path, offset, len as usize, "record extends past end of segment")
+}
+
+/// `len` bytes at `offset`; a short file is corruption (`past_end` says of
+/// what), any other failure an I/O error.
+fn pread_exact(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    len: usize,
+    past_end: &'static str,
+) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::corrupt(path, offset, "record extends past end of segment")
+            Error::corrupt(path, offset, past_end)
         } else {
             Error::io("pread journal", path, e)
         }
     })?;
     Ok(buf)
+}
+
+/// Reads `len` bytes at `offset` of a segment: the value of a record, at
+/// the place its ledger entry gives (see [`record::value_span`]). The
+/// caller checks the bytes against the entry's hash.
+pub fn read_span(file: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    if len > record::RECORD_BYTES_MAX as u64 {
+        return Err(Error::corrupt(path, offset, "value length out of range"));
+    }
+    pread_exact(file, path, offset, len as usize, "value extends past end of segment")
+}
+
+/// Reads and checks the header of the segment at `path` (a store opening
+/// checks every segment it does not scan, so a segment of a newer format
+/// is refused by name before any read meets it).
+pub fn read_header(path: &Path, id: u64, kind: SegmentKind) -> Result<()> {
+    let file = File::open(path).map_err(|e| Error::io("open segment", path, e))?;
+    let mut head = [0u8; SEGMENT_HEADER_BYTES as usize];
+    let n = file
+        .read_at(&mut head, 0)
+        .map_err(|e| Error::io("read segment", path, e))?;
+    if n < head.len() {
+        return Err(Error::corrupt(path, 0, "segment shorter than its header"));
+    }
+    check_header(&head, path, id, kind)
 }
 
 /// How a sequential scan of a segment ended.

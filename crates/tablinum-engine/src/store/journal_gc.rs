@@ -572,14 +572,12 @@ impl<'a> Relocator<'a> {
             return Ok(());
         };
         self.buf.clear();
-        let n = record::encode(
-            &mut self.buf,
-            &RecordParts {
-                flags: rec.flags & !FLAG_BATCH_CONTINUES,
-                ..rec.parts()
-            },
-            rec.seq,
-        );
+        let parts = RecordParts {
+            flags: rec.flags & !FLAG_BATCH_CONTINUES,
+            ..rec.parts()
+        };
+        let pad = record::pad_for(w.len, &parts, self.inner.opts.journal_align_value_bytes_min);
+        let n = record::encode_padded(&mut self.buf, &parts, rec.seq, pad);
         let at = w.append(&self.buf)?;
         m.min_seq = m.min_seq.min(rec.seq);
         m.max_seq = m.max_seq.max(rec.seq);

@@ -288,7 +288,8 @@ pub struct ReadStats {
     pub bloom_false_positives: u64,
     /// Journal records read for their values (inline values not counted).
     pub value_reads: u64,
-    /// Bytes of those reads: whole records, header and key included.
+    /// Bytes of those reads: the value alone when it is stored
+    /// uncompressed, else the whole record, header and key included.
     pub value_read_bytes: u64,
 }
 

@@ -16,7 +16,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::journal::record::{self, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT};
-use crate::journal::segment::{self, ScanEnd, SegmentKind, SegmentWriter};
+use crate::journal::segment::{self, ScanEnd, SegmentKind};
 use crate::ledger::compaction::{self, Shape, LEVELS};
 use crate::ledger::entry::{Loc, SPACE_INDEX};
 use crate::ledger::memtable::Memtable;
@@ -27,7 +27,7 @@ use crate::options::{Durability, Options};
 use super::background::summaries;
 use super::graveyard::Graveyard;
 use super::shared::Jobs;
-use super::write::{Applied, Old};
+use super::write::{create_write_segment, Applied, Old};
 use super::{
     Counters, Files, Inner, MetaState, Segment, Shared, SharedOptions, Store, SuperVersion,
     WriterState, JOURNAL_DIR, LEDGER_DIR, LOCK_FILE, REBUILD_MARKER_FILE,
@@ -271,9 +271,7 @@ impl Store {
         // A placeholder writer until replay tells us where to continue.
         let first_id = state.next_file_id;
         state.next_file_id += 1;
-        let seg = SegmentWriter::create(&journal_dir, first_id, SegmentKind::Write)?
-            .with_writeback(opts.journal_writeback_bytes)
-            .with_preallocation(opts.preallocate_bytes());
+        let seg = create_write_segment(&journal_dir, first_id, &opts)?;
         let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {
@@ -347,11 +345,12 @@ impl Store {
         let mut seg_updates: Vec<(u64, u64, u64, u64, bool)> = Vec::new();
         for s in &segs {
             let needed = rebuild || s.max_seq == u64::MAX || s.max_seq > persisted;
+            let path = segment::segment_path(&inner.files.journal_dir, s.id, s.kind);
             if !needed {
+                segment::read_header(&path, s.id, s.kind)?;
                 max_seq = max_seq.max(s.max_seq);
                 continue;
             }
-            let path = segment::segment_path(&inner.files.journal_dir, s.id, s.kind);
             // Only a segment whose end the manifest does not know (it was
             // active at a crash) may have a torn tail.
             let allow_torn = s.max_seq == u64::MAX

@@ -23,7 +23,7 @@ use crate::ledger::entry::{self, Entry, EntryKind, Loc};
 use crate::ledger::memtable::Memtable;
 use crate::manifest::{self, SegmentMeta};
 use crate::options::{
-    Durability, BATCH_OPS_MAX, INDEX_NAME_BYTES_MAX, INDEX_TERMS_ENCODED_BYTES_MAX,
+    Durability, Options, BATCH_OPS_MAX, INDEX_NAME_BYTES_MAX, INDEX_TERMS_ENCODED_BYTES_MAX,
     INDEX_TERMS_MAX, INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX, VALUE_BYTES_MAX,
 };
 
@@ -31,6 +31,19 @@ use super::read::lookup;
 use super::{
     Inner, MetaState, OpRef, PutOptions, Segment, SuperVersion, WriterState, STALL_RECHECK_MS,
 };
+
+/// Creates write segment `id` with the journal settings of `opts`: the
+/// kernel's writeback started every `journal_writeback_bytes`, and its
+/// blocks reserved when `journal_preallocate` is on (at open and at a roll).
+pub(super) fn create_write_segment(
+    dir: &std::path::Path,
+    id: u64,
+    opts: &Options,
+) -> Result<SegmentWriter> {
+    Ok(SegmentWriter::create(dir, id, SegmentKind::Write)?
+        .with_writeback(opts.journal_writeback_bytes)
+        .with_preallocation(opts.preallocate_bytes()))
+}
 
 pub(super) fn validate_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
@@ -305,9 +318,7 @@ impl Inner {
             .fetch_max(w.written_total, Ordering::AcqRel);
         let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
-        let new = SegmentWriter::create(&self.files.journal_dir, id, SegmentKind::Write)?
-            .with_writeback(self.opts.journal_writeback_bytes)
-            .with_preallocation(self.opts.preallocate_bytes());
+        let new = create_write_segment(&self.files.journal_dir, id, &self.opts)?;
         let switched = self.roll_switch(w, &mut meta, new);
         if switched.is_err() {
             let _ = std::fs::remove_file(segment::segment_path(
@@ -482,6 +493,15 @@ impl Inner {
                     })
                 })
                 .sum();
+            // Padding (at most a page less a byte per record) is known only
+            // once the offset is: count its bound.
+            let align_min = self.opts.journal_align_value_bytes_min;
+            let pad_bound = if align_min == 0 {
+                0
+            } else {
+                prepared.len() * (record::PAGE_BYTES as usize - 1)
+            };
+            let total = total + pad_bound;
             if w.seg.len > SEGMENT_HEADER_BYTES
                 && w.seg.len + total as u64 > self.opts.journal_segment_bytes_max
             {
@@ -522,7 +542,13 @@ impl Inner {
                     stored_value: &p.stored,
                     value_len: p.value_len,
                 };
-                lens.push(record::encode(&mut buf, &parts, first_seq + i as u64));
+                let pad = record::pad_for(w.seg.len + buf.len() as u64, &parts, align_min);
+                lens.push(record::encode_padded(
+                    &mut buf,
+                    &parts,
+                    first_seq + i as u64,
+                    pad,
+                ));
             }
             // Set before the append: a failed one may still leave bytes.
             w.seg_deletes |= prepared.iter().any(|p| p.kind == KIND_DELETE);
