@@ -64,11 +64,12 @@ pub struct Record<'a> {
 
 impl<'a> Record<'a> {
     /// Its parts, to journal it again elsewhere (its sequence number apart;
-    /// padding belongs to a place in a file, so it is not carried).
+    /// padding belongs to a place in a file: [`encode_padded`] sets or
+    /// clears its flag from the padding it is given).
     pub fn parts(&self) -> RecordParts<'a> {
         RecordParts {
             kind: self.kind,
-            flags: self.flags & !FLAG_PADDED,
+            flags: self.flags,
             key: self.key,
             meta: self.meta,
             terms: self.terms,
@@ -97,9 +98,15 @@ pub struct RecordParts<'a> {
     pub value_len: u32,
 }
 
+/// Bytes before the stored value of an unpadded record: header, key,
+/// metadata and index terms.
+fn head_len(key_len: usize, meta_len: usize, terms_len: usize) -> usize {
+    HEADER_BYTES + key_len + meta_len + terms_len
+}
+
 /// Total encoded length of a record with these parts.
 pub fn encoded_len(p: &RecordParts<'_>) -> usize {
-    HEADER_BYTES + p.key.len() + p.meta.len() + p.terms.len() + p.stored_value.len()
+    head_len(p.key.len(), p.meta.len(), p.terms.len()) + p.stored_value.len()
 }
 
 /// Zero bytes to put before the stored value of a record that starts at
@@ -114,7 +121,7 @@ pub fn pad_for(at: u64, p: &RecordParts<'_>, min_bytes: usize) -> usize {
     if min_bytes == 0 || (len as usize) < min_bytes || p.flags & FLAG_LZ4 != 0 {
         return 0;
     }
-    let start = at + (HEADER_BYTES + p.key.len() + p.meta.len() + p.terms.len()) as u64;
+    let start = at + head_len(p.key.len(), p.meta.len(), p.terms.len()) as u64;
     let into_page = start % PAGE_BYTES;
     if into_page == 0 || (into_page + len).div_ceil(PAGE_BYTES) == len.div_ceil(PAGE_BYTES) {
         return 0;
@@ -135,7 +142,7 @@ pub fn value_span(
     terms_len: usize,
     value_len: u32,
 ) -> Option<(u64, u64)> {
-    let parts = (HEADER_BYTES + key_len + meta_len + terms_len) as u64;
+    let parts = head_len(key_len, meta_len, terms_len) as u64;
     let plain = parts + u64::from(value_len);
     let pad = record_len.checked_sub(plain)?;
     (pad < PAGE_BYTES && value_len > 0).then_some((parts + pad, u64::from(value_len)))
