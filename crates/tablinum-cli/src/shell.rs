@@ -186,7 +186,7 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
         "stats" => {
             let s = store.stats();
             let r = s.reads;
-            let lines: [(&str, String); 25] = [
+            let lines: [(&str, String); 27] = [
                 ("last_seq", s.last_seq.to_string()),
                 ("persisted_seq", s.persisted_seq.to_string()),
                 ("tables_per_level", join(&s.tables_per_level)),
@@ -200,6 +200,11 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
                 (
                     "journal_bytes_reclaimed",
                     s.journal_bytes_reclaimed.to_string(),
+                ),
+                ("journal_segment_rolls", s.journal_segment_rolls.to_string()),
+                (
+                    "journal_segments_recycled",
+                    s.journal_segments_recycled.to_string(),
                 ),
                 ("stall_ms", s.stall_ms.to_string()),
                 ("background_retries", s.background_retries.to_string()),

@@ -220,6 +220,18 @@ impl ManifestState {
 }
 
 impl SegmentMeta {
+    /// The lowest sequence number a record of this segment may have, for
+    /// [`crate::journal::segment::scan`]: a write segment's records start
+    /// at its `min_seq`, registered before its first append; `None` for a
+    /// compacted segment (its records keep their own) and while unknown (0
+    /// in a manifest rebuilt from the files; `u64::MAX`: sealed empty).
+    pub fn first_seq(&self) -> Option<u64> {
+        match (self.kind, self.min_seq) {
+            (SegmentKind::Write, 0 | u64::MAX) | (SegmentKind::Compacted, _) => None,
+            (SegmentKind::Write, m) => Some(m),
+        }
+    }
+
     /// Bytes of the segment that hold its records: its sealed size once
     /// sealed (an old owner may have appended after that; those bytes are
     /// never read), unbounded while it is (or was, at a crash) active.

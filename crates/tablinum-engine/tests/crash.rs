@@ -26,9 +26,13 @@ fn opts() -> Options {
         level1_bytes_max: 1 << 20,
         l0_compaction_trigger_files: 2,
         l0_stall_files: 6,
+        journal_recycle_segments: 8,
         ..Options::default()
     }
 }
+
+/// Keys the overwriting child cycles through.
+const OVERWRITTEN_KEYS: u64 = 48;
 
 fn value(n: u64) -> Vec<u8> {
     let len = [10usize, 700, 3000, 9000][(n % 4) as usize];
@@ -52,6 +56,18 @@ fn crash_child_entry() {
         .unwrap();
     let store = Store::open(&dir, opts()).unwrap();
     let mut n = start;
+    if std::env::var("TABLINUM_CRASH_OVERWRITE").is_ok() {
+        // Overwrites of a few keys, compacting the journal as it goes, so
+        // that deleted segments are recycled as write segments.
+        loop {
+            store.put(&key(n % OVERWRITTEN_KEYS), &value(n)).unwrap();
+            println!("ack {n} 1");
+            n += 1;
+            if n.is_multiple_of(50) {
+                store.compact_journal().unwrap();
+            }
+        }
+    }
     loop {
         if n.is_multiple_of(5) {
             let mut b = Batch::new();
@@ -80,44 +96,7 @@ fn every_acknowledged_write_survives_sigkill() {
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let run_ms = 30 + rng % CHILD_RUN_MS_MAX;
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "crash_child_entry",
-                "--exact",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("TABLINUM_CRASH_DIR", dir.path())
-            .env("TABLINUM_CRASH_START", next.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let mut it = line.split_whitespace();
-                if it.next() == Some("ack") {
-                    let n: u64 = it.next().unwrap().parse().unwrap();
-                    let c: u64 = it.next().unwrap().parse().unwrap();
-                    got.push((n, c));
-                }
-            }
-            got
-        });
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_millis(run_ms) {
-            if child.try_wait().unwrap().is_some() {
-                panic!("child exited early in round {round}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let got = reader.join().unwrap();
+        let got = run_child(dir.path(), next, false, run_ms);
         acked.extend(&got);
         // Reopen and check everything acknowledged so far, in every round.
         let store = Store::open(dir.path(), opts()).unwrap();
@@ -156,5 +135,92 @@ fn every_acknowledged_write_survives_sigkill() {
         acked.len() > 20,
         "children acknowledged too little: {}",
         acked.len()
+    );
+}
+
+/// Spawns the child writing from `start` (overwriting when `overwrite`),
+/// kills it after `run_ms` and returns what it acknowledged.
+fn run_child(dir: &std::path::Path, start: u64, overwrite: bool, run_ms: u64) -> Vec<(u64, u64)> {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "crash_child_entry",
+        "--exact",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env("TABLINUM_CRASH_DIR", dir)
+    .env("TABLINUM_CRASH_START", start.to_string())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if overwrite {
+        cmd.env("TABLINUM_CRASH_OVERWRITE", "1");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let mut it = line.split_whitespace();
+            if it.next() == Some("ack") {
+                let n: u64 = it.next().unwrap().parse().unwrap();
+                let c: u64 = it.next().unwrap().parse().unwrap();
+                got.push((n, c));
+            }
+        }
+        got
+    });
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(run_ms) {
+        assert!(child.try_wait().unwrap().is_none(), "child exited early");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    reader.join().unwrap()
+}
+
+/// Write segments of `dir` whose header says version 3 (recycled files).
+fn recycled_segments(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
+        .filter(|p| std::fs::read(p).unwrap()[8..12] == 3u32.to_le_bytes())
+        .count()
+}
+
+#[test]
+fn every_acknowledged_overwrite_survives_sigkill_on_recycled_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    // Last acknowledged write of each key.
+    let mut last = std::collections::BTreeMap::new();
+    let mut next = 0u64;
+    let mut rounds_recycled = 0;
+    for round in 0..ROUNDS / 2 {
+        let got = run_child(dir.path(), next, true, 300 + 50 * round);
+        for &(n, _) in &got {
+            last.insert(n % OVERWRITTEN_KEYS, n);
+        }
+        let end = got.last().map_or(next, |(n, _)| n + 1);
+        rounds_recycled += usize::from(recycled_segments(dir.path()) > 0);
+        let store = Store::open(dir.path(), opts()).unwrap();
+        for (&k, &n) in &last {
+            // The acknowledged value, or the one write in flight after it.
+            let v = store.get(&key(k)).unwrap();
+            let ok = [n, n + OVERWRITTEN_KEYS]
+                .iter()
+                .any(|&m| m <= end && v.as_deref() == Some(&value(m)[..]));
+            assert!(ok, "round {round}: key {k} lost its write {n}");
+        }
+        store.verify().unwrap();
+        drop(store);
+        // Past anything written, keeping every key's sequence increasing.
+        next = end + OVERWRITTEN_KEYS;
+    }
+    assert!(
+        rounds_recycled > 0,
+        "no round killed a child while it wrote on a recycled segment"
     );
 }

@@ -77,6 +77,7 @@ pub const OVERRIDES: &[(&str, Setter)] = setters![
     journal_writeback_bytes,
     journal_preallocate,
     journal_align_value_bytes_min,
+    journal_recycle_segments,
 ];
 
 /// The run's options: durability and cache bytes as every target gets them,
@@ -191,6 +192,8 @@ impl Target for TablinumTarget {
             total("compactions", s.compactions),
             total("journal_compactions", s.journal_compactions),
             total("journal_bytes_reclaimed", s.journal_bytes_reclaimed),
+            total("journal_segment_rolls", s.journal_segment_rolls),
+            total("journal_segments_recycled", s.journal_segments_recycled),
             total("stall_ms", s.stall_ms),
         ]
     }

@@ -12,6 +12,12 @@
 //! named) and that no reader of this process holds. Never deletes a file a
 //! reservation names, and treats a failure to read the reservations as
 //! "reserved" (the file is retried, not deleted).
+//!
+//! With recycling on (`Options::journal_recycle_segments`), a deleted
+//! journal segment that is free to delete is instead renamed into a small
+//! pool (`<id>.free` in the journal directory) from which the writer takes
+//! its next segment (`SegmentWriter::recycle`). Pool files are never read;
+//! an opening store deletes any it finds.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,6 +27,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::reserve::{self, now_ms};
+use crate::journal::segment::SegmentKind;
 use crate::ledger::sst::Remover;
 
 /// How often deferred deletions are retried, ms.
@@ -34,7 +41,24 @@ pub(super) struct Graveyard {
     next_retry: Mutex<Option<Instant>>,
     /// Files handed over by `bury_later`, not yet looked at.
     queued: Mutex<Vec<PathBuf>>,
+    /// Deleted journal segments kept for reuse, when recycling is on.
+    pool: Option<Pool>,
 }
+
+/// The recycling pool of deleted journal segments.
+#[derive(Debug)]
+struct Pool {
+    journal_dir: PathBuf,
+    /// Files the pool holds at most.
+    files_max: usize,
+    /// Smaller files are deleted, not kept: appends past a recycled file's
+    /// end change its size again.
+    file_bytes_min: u64,
+    files: Mutex<Vec<PathBuf>>,
+}
+
+/// Extension of a file in the recycling pool.
+pub(super) const POOL_EXT: &str = "free";
 
 impl Graveyard {
     pub(super) fn new(dir: &Path) -> Arc<Graveyard> {
@@ -43,9 +67,67 @@ impl Graveyard {
             deferred: Mutex::new(Vec::new()),
             next_retry: Mutex::new(None),
             queued: Mutex::new(Vec::new()),
+            pool: None,
         })
     }
 
+    /// Like `new`, keeping up to `files_max` deleted journal segments of at
+    /// least `file_bytes_min` bytes for reuse (0 files: none).
+    pub(super) fn with_recycling(
+        dir: &Path,
+        journal_dir: &Path,
+        files_max: usize,
+        file_bytes_min: u64,
+    ) -> Arc<Graveyard> {
+        Arc::new(Graveyard {
+            dir: dir.to_path_buf(),
+            deferred: Mutex::new(Vec::new()),
+            next_retry: Mutex::new(None),
+            queued: Mutex::new(Vec::new()),
+            pool: (files_max > 0).then(|| Pool {
+                journal_dir: journal_dir.to_path_buf(),
+                files_max,
+                file_bytes_min,
+                files: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// A file from the recycling pool, if it holds one: the caller owns it
+    /// and must reuse or delete it.
+    pub(super) fn take_recycled(&self) -> Option<PathBuf> {
+        self.pool.as_ref()?.files.lock().pop()
+    }
+
+    /// Moves a free-to-delete journal segment into the recycling pool if it
+    /// has room and the file is one worth keeping; false if it did not.
+    fn keep_for_reuse(&self, path: &Path) -> bool {
+        let Some(pool) = &self.pool else {
+            return false;
+        };
+        if path.parent() != Some(pool.journal_dir.as_path()) {
+            return false;
+        }
+        let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
+            return false;
+        };
+        let segment = ext == SegmentKind::Write.ext() || ext == SegmentKind::Compacted.ext();
+        if !segment || fs::metadata(path).map_or(true, |m| m.len() < pool.file_bytes_min) {
+            return false;
+        }
+        let mut files = pool.files.lock();
+        if files.len() >= pool.files_max {
+            return false;
+        }
+        let to = pool
+            .journal_dir
+            .join(format!("{}.{POOL_EXT}", stem.to_string_lossy()));
+        if fs::rename(path, &to).is_err() {
+            return false;
+        }
+        files.push(to);
+        true
+    }
     /// A remover for obsolete tables that goes through this graveyard
     /// (queued: see `bury_later`).
     pub(super) fn remover(self: &Arc<Self>) -> Remover {
@@ -80,7 +162,9 @@ impl Graveyard {
         let free =
             reserve::reserved(&self.dir, now_ms()).is_ok_and(|r| !r.contains(&self.name(path)));
         if free {
-            let _ = fs::remove_file(path);
+            if !self.keep_for_reuse(path) {
+                let _ = fs::remove_file(path);
+            }
         } else {
             self.deferred.lock().push(path.to_path_buf());
             let mut next = self.next_retry.lock();

@@ -275,6 +275,7 @@ impl Inner {
                     sm.kind,
                     false,
                     sm.scan_limit(),
+                    sm.first_seq(),
                     |off, len, rec| {
                         // Closing stops a run between records: its new
                         // segments are unnamed and go at the next open.

@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::fence::Fence;
 use crate::journal::record::IndexTerm;
-use crate::journal::segment::{self, SegmentWriter};
+use crate::journal::segment::{self, SegmentKind, SegmentWriter};
 use crate::ledger::entry::{Entry, EntryKind};
 use crate::ledger::memtable::Memtable;
 use crate::ledger::sst::SstReader;
@@ -244,6 +244,11 @@ pub struct Stats {
     pub journal_compactions: u64,
     /// Journal bytes those reclaimed (segments' bytes before minus after).
     pub journal_bytes_reclaimed: u64,
+    /// Write segments sealed and replaced by a new one since open.
+    pub journal_segment_rolls: u64,
+    /// Of those new segments, the ones written over a recycled file
+    /// (`Options::journal_recycle_segments`).
+    pub journal_segments_recycled: u64,
     /// Milliseconds writers spent stalled since open.
     pub stall_ms: u64,
     /// Background jobs that failed with a transient error and were retried.
@@ -381,6 +386,8 @@ struct Counters {
     compactions: AtomicU64,
     journal_compactions: AtomicU64,
     journal_bytes_reclaimed: AtomicU64,
+    segment_rolls: AtomicU64,
+    segments_recycled: AtomicU64,
     stall_ms: AtomicU64,
 }
 
@@ -743,13 +750,32 @@ impl Store {
             rep.entries += f.verify()?;
             rep.tables += 1;
         }
+        let (active, active_len) = {
+            let w = self.inner.lock_writer();
+            (w.seg.id, w.seg.len)
+        };
         let metas = self.inner.lock_meta().state.segments.clone();
         for s in metas.iter().filter(|s| sv.segments.contains_key(&s.id)) {
             let path = segment::segment_path(&self.inner.files.journal_dir, s.id, s.kind);
-            segment::scan(&path, s.id, s.kind, false, s.scan_limit(), |_, _, _| {
-                rep.records += 1;
-                Ok(())
-            })?;
+            // The active segment's records end at the writer's length: a
+            // recycled file holds zeros and older bytes after them.
+            let limit = if s.id == active && s.kind == SegmentKind::Write {
+                active_len
+            } else {
+                s.scan_limit()
+            };
+            segment::scan(
+                &path,
+                s.id,
+                s.kind,
+                false,
+                limit,
+                s.first_seq(),
+                |_, _, _| {
+                    rep.records += 1;
+                    Ok(())
+                },
+            )?;
             rep.segments += 1;
         }
         Ok(rep)
@@ -783,6 +809,12 @@ impl Store {
                 .inner
                 .counters
                 .journal_bytes_reclaimed
+                .load(Ordering::Relaxed),
+            journal_segment_rolls: self.inner.counters.segment_rolls.load(Ordering::Relaxed),
+            journal_segments_recycled: self
+                .inner
+                .counters
+                .segments_recycled
                 .load(Ordering::Relaxed),
             stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
             background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),

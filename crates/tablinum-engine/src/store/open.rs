@@ -193,7 +193,18 @@ impl Store {
             manifest::sync_dir(&dir)?;
         }
 
-        let graveyard = Graveyard::new(&dir);
+        // A fenced store never recycles: an older owner may still append
+        // to a segment this one deleted.
+        let graveyard = if fence.is_none() {
+            Graveyard::with_recycling(
+                &dir,
+                &journal_dir,
+                opts.journal_recycle_segments,
+                opts.journal_segment_bytes_max / 2,
+            )
+        } else {
+            Graveyard::new(&dir)
+        };
         // Remove files the manifest does not name (unfinished flushes,
         // compactions, journal compactions, obsolete files of a crash).
         let listed_tables: Vec<u64> = state.levels.iter().flatten().map(|m| m.id).collect();
@@ -271,7 +282,7 @@ impl Store {
         // A placeholder writer until replay tells us where to continue.
         let first_id = state.next_file_id;
         state.next_file_id += 1;
-        let seg = create_write_segment(&journal_dir, first_id, &opts)?;
+        let seg = create_write_segment(&journal_dir, first_id, &opts, &graveyard)?;
         let sync_target = Mutex::new((Arc::new(seg.try_clone_file()?), seg.path.clone()));
         let persisted_seq = state.persisted_seq;
         let inner = Arc::new(Inner {
@@ -358,68 +369,78 @@ impl Store {
             let mut pending: Vec<(u64, u32, Vec<u8>)> = Vec::new();
             let (mut smin, mut smax, mut deletes) = (u64::MAX, 0u64, false);
             let limit = s.scan_limit();
-            let end = segment::scan(&path, s.id, s.kind, allow_torn, limit, |off, len, rec| {
-                smin = smin.min(rec.seq);
-                smax = smax.max(rec.seq);
-                deletes |= rec.kind == KIND_DELETE;
-                if rec.seq <= persisted && !rebuild {
-                    return Ok(());
-                }
-                let mut raw = Vec::with_capacity(len as usize);
-                record::encode(&mut raw, &rec.parts(), rec.seq);
-                pending.push((off, len, raw));
-                if rec.flags & FLAG_BATCH_CONTINUES == 0 || s.kind == SegmentKind::Compacted {
-                    for (off, len, raw) in pending.drain(..) {
-                        let r =
-                            record::decode(&raw).map_err(|why| Error::corrupt(&path, off, why))?;
-                        let value =
-                            record::value_of(&r).map_err(|why| Error::corrupt(&path, off, why))?;
-                        let sv = inner.current();
-                        inner.apply(
-                            &sv,
-                            Applied {
-                                kind: r.kind,
-                                seq: r.seq,
-                                key: r.key,
-                                loc: Loc {
-                                    segment: s.id,
-                                    offset: off,
-                                    len,
+            let end = segment::scan(
+                &path,
+                s.id,
+                s.kind,
+                allow_torn,
+                limit,
+                s.first_seq(),
+                |off, len, rec| {
+                    smin = smin.min(rec.seq);
+                    smax = smax.max(rec.seq);
+                    deletes |= rec.kind == KIND_DELETE;
+                    if rec.seq <= persisted && !rebuild {
+                        return Ok(());
+                    }
+                    let mut raw = Vec::with_capacity(len as usize);
+                    record::encode(&mut raw, &rec.parts(), rec.seq);
+                    pending.push((off, len, raw));
+                    if rec.flags & FLAG_BATCH_CONTINUES == 0 || s.kind == SegmentKind::Compacted {
+                        for (off, len, raw) in pending.drain(..) {
+                            let r = record::decode(&raw)
+                                .map_err(|why| Error::corrupt(&path, off, why))?;
+                            let value = record::value_of(&r)
+                                .map_err(|why| Error::corrupt(&path, off, why))?;
+                            let sv = inner.current();
+                            inner.apply(
+                                &sv,
+                                Applied {
+                                    kind: r.kind,
+                                    seq: r.seq,
+                                    key: r.key,
+                                    loc: Loc {
+                                        segment: s.id,
+                                        offset: off,
+                                        len,
+                                    },
+                                    value_len: r.value_len,
+                                    value_hash: if r.kind == KIND_PUT {
+                                        xxh3_64(&value)
+                                    } else {
+                                        0
+                                    },
+                                    meta: r.meta,
+                                    terms: r.terms,
+                                    inline: (r.kind == KIND_PUT
+                                        && value.len() <= inner.opts.inline_value_bytes_max)
+                                        .then_some(value),
                                 },
-                                value_len: r.value_len,
-                                value_hash: if r.kind == KIND_PUT {
-                                    xxh3_64(&value)
+                                if rebuild
+                                    || inner.has_index.load(Ordering::Relaxed)
+                                    || !r.terms.is_empty()
+                                {
+                                    Old::LookUp
                                 } else {
-                                    0
+                                    Old::Unneeded
                                 },
-                                meta: r.meta,
-                                terms: r.terms,
-                                inline: (r.kind == KIND_PUT
-                                    && value.len() <= inner.opts.inline_value_bytes_max)
-                                    .then_some(value),
-                            },
-                            if rebuild
-                                || inner.has_index.load(Ordering::Relaxed)
-                                || !r.terms.is_empty()
-                            {
-                                Old::LookUp
-                            } else {
-                                Old::Unneeded
-                            },
-                            rebuild,
-                        )?;
-                        if sv.mems[0].bytes() >= inner.opts.memtable_bytes_max {
-                            let w = inner.lock_writer();
-                            inner.rotate(if rebuild { 0 } else { r.seq });
-                            drop(w);
-                            while inner.current().mems.len() > inner.opts.immutable_memtables_max {
-                                inner.flush_once()?;
+                                rebuild,
+                            )?;
+                            if sv.mems[0].bytes() >= inner.opts.memtable_bytes_max {
+                                let w = inner.lock_writer();
+                                inner.rotate(if rebuild { 0 } else { r.seq });
+                                drop(w);
+                                while inner.current().mems.len()
+                                    > inner.opts.immutable_memtables_max
+                                {
+                                    inner.flush_once()?;
+                                }
                             }
                         }
                     }
-                }
-                Ok(())
-            })?;
+                    Ok(())
+                },
+            )?;
             // The length replayed is the segment's sealed size from now on.
             // A fenced store never truncates: the file may be another
             // (older) owner's, still appending; its bytes past the sealed

@@ -27,6 +27,7 @@ use crate::options::{
     INDEX_TERMS_MAX, INDEX_TERM_BYTES_MAX, KEY_BYTES_MAX, METADATA_BYTES_MAX, VALUE_BYTES_MAX,
 };
 
+use super::graveyard::Graveyard;
 use super::read::lookup;
 use super::{
     Inner, MetaState, OpRef, PutOptions, Segment, SuperVersion, WriterState, STALL_RECHECK_MS,
@@ -39,7 +40,18 @@ pub(super) fn create_write_segment(
     dir: &std::path::Path,
     id: u64,
     opts: &Options,
+    graveyard: &Graveyard,
 ) -> Result<SegmentWriter> {
+    if let Some(from) = graveyard.take_recycled() {
+        match SegmentWriter::recycle(&from, dir, id) {
+            Ok(w) => return Ok(w.with_writeback(opts.journal_writeback_bytes)),
+            // A new file instead: if the failure was not the pool file's,
+            // creating one fails the same way and says so.
+            Err(_) => {
+                let _ = std::fs::remove_file(&from);
+            }
+        }
+    }
     Ok(SegmentWriter::create(dir, id, SegmentKind::Write)?
         .with_writeback(opts.journal_writeback_bytes)
         .with_preallocation(opts.preallocate_bytes()))
@@ -318,8 +330,17 @@ impl Inner {
             .fetch_max(w.written_total, Ordering::AcqRel);
         let mut meta = self.lock_meta();
         let id = meta.state.next_file_id;
-        let new = create_write_segment(&self.files.journal_dir, id, &self.opts)?;
+        let new = create_write_segment(&self.files.journal_dir, id, &self.opts, &self.graveyard)?;
+        let recycled = new.is_recycled();
         let switched = self.roll_switch(w, &mut meta, new);
+        if switched.is_ok() {
+            self.counters.segment_rolls.fetch_add(1, Ordering::Relaxed);
+            if recycled {
+                self.counters
+                    .segments_recycled
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if switched.is_err() {
             let _ = std::fs::remove_file(segment::segment_path(
                 &self.files.journal_dir,
