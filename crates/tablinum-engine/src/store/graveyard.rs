@@ -58,17 +58,11 @@ struct Pool {
 }
 
 /// Extension of a file in the recycling pool.
-pub(super) const POOL_EXT: &str = "free";
+const POOL_EXT: &str = "free";
 
 impl Graveyard {
     pub(super) fn new(dir: &Path) -> Arc<Graveyard> {
-        Arc::new(Graveyard {
-            dir: dir.to_path_buf(),
-            deferred: Mutex::new(Vec::new()),
-            next_retry: Mutex::new(None),
-            queued: Mutex::new(Vec::new()),
-            pool: None,
-        })
+        Graveyard::with_recycling(dir, dir, 0, 0)
     }
 
     /// Like `new`, keeping up to `files_max` deleted journal segments of at
