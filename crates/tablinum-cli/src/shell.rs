@@ -186,7 +186,7 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
         "stats" => {
             let s = store.stats();
             let r = s.reads;
-            let lines: [(&str, String); 27] = [
+            let lines: [(&str, String); 28] = [
                 ("last_seq", s.last_seq.to_string()),
                 ("persisted_seq", s.persisted_seq.to_string()),
                 ("tables_per_level", join(&s.tables_per_level)),
@@ -206,6 +206,7 @@ fn run(store: &Store, words: &[&str], out: &mut impl Write) -> anyhow::Result<Ou
                     "journal_segments_recycled",
                     s.journal_segments_recycled.to_string(),
                 ),
+                ("journal_syncs", s.journal_syncs.to_string()),
                 ("stall_ms", s.stall_ms.to_string()),
                 ("background_retries", s.background_retries.to_string()),
                 (

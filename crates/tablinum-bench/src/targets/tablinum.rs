@@ -194,6 +194,7 @@ impl Target for TablinumTarget {
             total("journal_bytes_reclaimed", s.journal_bytes_reclaimed),
             total("journal_segment_rolls", s.journal_segment_rolls),
             total("journal_segments_recycled", s.journal_segments_recycled),
+            total("journal_syncs", s.journal_syncs),
             total("stall_ms", s.stall_ms),
         ]
     }

@@ -249,6 +249,10 @@ pub struct Stats {
     /// Of those new segments, the ones written over a recycled file
     /// (`Options::journal_recycle_segments`).
     pub journal_segments_recycled: u64,
+    /// Group-commit fdatasyncs of the journal since open (`Sync` only;
+    /// rolls and closes sync on their own): synced writes ÷ this is the
+    /// mean group size.
+    pub journal_syncs: u64,
     /// Milliseconds writers spent stalled since open.
     pub stall_ms: u64,
     /// Background jobs that failed with a transient error and were retried.
@@ -388,6 +392,7 @@ struct Counters {
     journal_bytes_reclaimed: AtomicU64,
     segment_rolls: AtomicU64,
     segments_recycled: AtomicU64,
+    syncs: AtomicU64,
     stall_ms: AtomicU64,
 }
 
@@ -816,6 +821,7 @@ impl Store {
                 .counters
                 .segments_recycled
                 .load(Ordering::Relaxed),
+            journal_syncs: self.inner.counters.syncs.load(Ordering::Relaxed),
             stall_ms: self.inner.counters.stall_ms.load(Ordering::Relaxed),
             background_retries: self.inner.jobs.retries.load(Ordering::Relaxed),
             background_failing: self.inner.jobs.failing.lock().clone(),

@@ -691,6 +691,7 @@ impl Inner {
             let total = self.written_total.load(Ordering::Acquire);
             let (file, path) = self.sync_target.lock().clone();
             let r = file.sync_data();
+            self.counters.syncs.fetch_add(1, Ordering::Relaxed);
             if r.is_ok() {
                 self.synced_total.fetch_max(total, Ordering::AcqRel);
             }
