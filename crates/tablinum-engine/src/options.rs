@@ -163,9 +163,11 @@ pub struct Options {
     /// so 1.5× the journal's bytes). Off by default: in the 8 KB volume A/B
     /// (`bench/results/2026-11-27-volume-aligned-values-ab`) it served 1.12×
     /// the operations under `NoSync`, but under `Sync` throughput fell to a
-    /// third once journal compaction started, and at 4 KB (2× the journal)
-    /// it gained nothing and doubled p99. 8192 is the setting measured at
-    /// 8 KB.
+    /// third once journal compaction started; a repeat
+    /// (`bench/results/2026-11-27-volume-8k-sync-padded-repeat`) did not
+    /// fall but served 0.88× in the last minute, its journal compaction
+    /// rewriting 1.7× the bytes. At 4 KB (2× the journal) it gained nothing
+    /// and doubled p99. 8192 is the setting measured at 8 KB.
     pub journal_align_value_bytes_min: usize,
     /// Deleted journal segments kept (renamed, not unlinked) for the writer
     /// to reuse as its next segment; 0 = delete them. A recycled file's
