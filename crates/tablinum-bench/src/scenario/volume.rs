@@ -275,7 +275,8 @@ pub struct VolumeArgs {
     pub out: PathBuf,
     /// Targets, comma-separated; the first is the subject of the deltas.
     /// `tablinum:KEY=VALUE` is tablinum with one engine option set (e.g.
-    /// `tablinum:journal_writeback_bytes=0`), for an A/B in one scenario.
+    /// `tablinum:journal_writeback_bytes=0`), for an A/B in one scenario;
+    /// `tablinum:K1=V1+K2=V2` sets several.
     /// Default: tablinum and, when built with the `peers` feature, rocksdb,
     /// rocksdb-blob, fjall, fjall-kv.
     #[arg(long, value_delimiter = ',')]
@@ -1129,6 +1130,7 @@ mod tests {
         let (spec, _) = spec(&VolumeArgs {
             targets: vec![
                 "tablinum:journal_writeback_bytes=0".into(),
+                "tablinum:journal_recycle_segments=8+journal_writeback_bytes=0".into(),
                 "tablinum".into(),
             ],
             ..args()
@@ -1136,7 +1138,11 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             spec.targets,
-            ["tablinum:journal_writeback_bytes=0", "tablinum"]
+            [
+                "tablinum:journal_writeback_bytes=0",
+                "tablinum:journal_recycle_segments=8+journal_writeback_bytes=0",
+                "tablinum"
+            ]
         );
     }
 
@@ -1179,6 +1185,14 @@ mod tests {
                     ..args()
                 },
                 "expected KEY=VALUE",
+            ),
+            // Each of several options is checked.
+            (
+                VolumeArgs {
+                    targets: vec!["tablinum:journal_recycle_segments=8+memtable_bytes_max=1".into()],
+                    ..args()
+                },
+                "options.memtable_bytes_max",
             ),
             (
                 VolumeArgs {

@@ -66,7 +66,8 @@ macro_rules! setters {
     };
 }
 
-/// The engine options a `tablinum:KEY=VALUE,...` target may set.
+/// The engine options a `tablinum:KEY=VALUE,...` target may set (`+`
+/// separates them too, for lists that are themselves comma-separated).
 pub const OVERRIDES: &[(&str, Setter)] = setters![
     inline_value_bytes_max,
     memtable_bytes_max,
@@ -92,7 +93,7 @@ fn options(sync: bool, cache_bytes: u64, overrides: &str) -> Result<Options, Tar
         block_cache_bytes: cache_bytes,
         ..Options::default()
     };
-    for kv in overrides.split(',').filter(|s| !s.is_empty()) {
+    for kv in overrides.split([',', '+']).filter(|s| !s.is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| TargetError(format!("engine override `{kv}`: expected KEY=VALUE")))?;
