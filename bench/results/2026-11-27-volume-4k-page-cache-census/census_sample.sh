@@ -3,6 +3,7 @@
 # resident (fincore) and on disk, summed per file kind (ledger tables,
 # journal write segments, journal compaction segments, other), plus the
 # memory cgroup's own accounting. Stops when the scenario's process is gone.
+# Recycling-pool files (.free) are counted too since 2026-11-28.
 # usage: census_sample.sh OUT LOG [PERIOD]
 set -u
 out=$1 log=$2 period=${3:-30}
@@ -15,7 +16,7 @@ while pgrep -f "bench scenario volume.*--out $out" >/dev/null; do
     st=$(awk '$1=="cache"||$1=="rss"||$1=="mapped_file"||$1=="active_file"||$1=="inactive_file"{printf "%s_mb=%d ", $1, $2/1048576}' "$cg/memory.stat")
     echo "t=$t cgroup $st"
   done
-  find "$out" -type f \( -name '*.sst' -o -name '*.jnl' -o -name '*.gcj' -o -name '*.log' -o -name '*.blob' \) -path '*-r[0-9]*' -print0 2>/dev/null |
+  find "$out" -type f \( -name '*.sst' -o -name '*.jnl' -o -name '*.gcj' -o -name '*.log' -o -name '*.blob' -o -name '*.free' \) -path '*-r[0-9]*' -print0 2>/dev/null |
     xargs -0 -r fincore -b -n -r -o RES,SIZE,FILE 2>/dev/null |
     awk -v t="$t" '{
         k = $3; sub(/.*\./, "", k);

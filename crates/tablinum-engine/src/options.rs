@@ -205,7 +205,11 @@ pub const JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT: usize = 0;
 /// 8 served 1.03× (last minute 1.05×) the operations of the same binary
 /// without, with 36% of rolls finding a recycled file: within the noise of
 /// one run each. A pool of 2 covered fewer rolls and its run dipped to a
-/// quarter for 90 s. 8 is the setting to measure next.
+/// quarter for 90 s. Once files entering the pool left the page cache, a
+/// pool of 8 served 1.17× (last minute 1.13×), UPDATE mean 0.81×
+/// (`bench/results/2026-11-28-volume-8k-sync-flush`, one sitting). Still
+/// off until RocksDB's peer has its WAL recycling beside it and `NoSync`
+/// is measured.
 pub const JOURNAL_RECYCLE_SEGMENTS_DEFAULT: usize = 0;
 
 /// Most segments [`Options::journal_recycle_segments`] may keep.

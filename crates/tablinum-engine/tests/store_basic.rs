@@ -1018,6 +1018,48 @@ fn recycled_and_pooled(dir: &std::path::Path) -> (usize, usize) {
     (v3, pool)
 }
 
+/// Pages of the file at `path` the page cache holds now (`mincore` of a
+/// shared read-only mapping).
+#[allow(unsafe_code)]
+fn resident_pages(path: &std::path::Path) -> usize {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    if len == 0 {
+        return 0;
+    }
+    let page = 4096;
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: a fresh read-only shared mapping of `len` bytes of an open
+    // file; mincore writes one byte per page into `vec`, which holds
+    // exactly that many; the mapping is unmapped before returning and no
+    // byte of it is ever read.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(addr, libc::MAP_FAILED, "mmap {}", path.display());
+        let rc = libc::mincore(addr, len, vec.as_mut_ptr());
+        libc::munmap(addr, len);
+        assert_eq!(rc, 0, "mincore {}", path.display());
+    }
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+/// Files of the recycling pool in `dir`'s journal.
+fn pool_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "free"))
+        .collect()
+}
+
 #[test]
 fn deleted_segments_are_recycled_as_write_segments_and_read_back_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -1037,9 +1079,22 @@ fn deleted_segments_are_recycled_as_write_segments_and_read_back_after_reopen() 
     for i in 0..400u32 {
         put(&s, &mut latest, i);
     }
+    // Control for the check below: sealed segments, just written, are in
+    // the page cache.
+    let cached: usize = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
+        .map(|p| resident_pages(&p))
+        .sum();
+    assert!(cached > 0, "written segments are cached");
     while !s.compact_journal().unwrap().segments_compacted.is_empty() {}
     let (v3, pool) = recycled_and_pooled(dir.path());
     assert_eq!((v3, pool), (0, 2), "compaction fills the pool, no more");
+    // A file entering the pool leaves the page cache: nothing reads it.
+    for p in pool_files(dir.path()) {
+        assert_eq!(resident_pages(&p), 0, "{} still cached", p.display());
+    }
     for i in 400..700u32 {
         put(&s, &mut latest, i);
     }

@@ -337,6 +337,26 @@ impl SegmentWriter {
     }
 }
 
+/// Drops the page cache's clean pages of the file at `path`
+/// (`POSIX_FADV_DONTNEED`): for a segment moved into the recycling pool,
+/// whose pages (journal compaction just read its live records through the
+/// cache) would otherwise stay cached under a name nothing reads, taking
+/// memory from values until reclaim finds them. Advisory only: a failure
+/// changes nothing but speed, so it is ignored.
+#[allow(unsafe_code)]
+pub fn forget_cached(path: &Path) {
+    use std::os::unix::io::AsRawFd;
+    let Ok(file) = File::open(path) else {
+        return;
+    };
+    // SAFETY: posix_fadvise only reads its integer arguments; the
+    // descriptor is valid for the duration of the call because `file` is
+    // alive.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
 /// Reads the bytes of one record at `offset` of length `len` through
 /// `file`, with the length bounded by `RECORD_BYTES_MAX`. The caller decodes
 /// (and so checks) them exactly once with [`record::decode`].

@@ -17,7 +17,9 @@
 //! journal segment that is free to delete is instead renamed into a small
 //! pool (`<id>.free` in the journal directory) from which the writer takes
 //! its next segment (`SegmentWriter::recycle`). Pool files are never read;
-//! an opening store deletes any it finds.
+//! an opening store deletes any it finds. A file entering the pool leaves
+//! the page cache (an unlinked file's pages go with it; a renamed one's
+//! would stay, holding memory values need).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::reserve::{self, now_ms};
-use crate::journal::segment::SegmentKind;
+use crate::journal::segment::{self, SegmentKind};
 use crate::ledger::sst::Remover;
 
 /// How often deferred deletions are retried, ms.
@@ -119,6 +121,7 @@ impl Graveyard {
         if fs::rename(path, &to).is_err() {
             return false;
         }
+        segment::forget_cached(&to);
         files.push(to);
         true
     }
