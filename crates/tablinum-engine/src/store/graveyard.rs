@@ -111,6 +111,10 @@ impl Graveyard {
         if !segment || fs::metadata(path).map_or(true, |m| m.len() < pool.file_bytes_min) {
             return false;
         }
+        // Before the lock, which a roll waits for under the writer lock:
+        // nothing reads a segment free to delete, so no page comes back,
+        // and if the pool turns out full the file is unlinked anyway.
+        segment::forget_cached(path);
         let mut files = pool.files.lock();
         if files.len() >= pool.files_max {
             return false;
@@ -121,7 +125,6 @@ impl Graveyard {
         if fs::rename(path, &to).is_err() {
             return false;
         }
-        segment::forget_cached(&to);
         files.push(to);
         true
     }
