@@ -35,16 +35,9 @@ impl Weighter<BlockKey, Arc<Block>> for BlockWeighter {
 /// Tells the kernel that reads of `f` are random, turning off its
 /// read-ahead: a GET reads one record, and read-ahead of the neighbours
 /// would spend page cache (and, under a memory limit, evict hot pages) on
-/// data nobody asked for. Scans do their own read-ahead. Advisory only:
-/// a failure changes nothing but speed, so it is ignored.
-#[allow(unsafe_code)]
+/// data nobody asked for. Scans do their own read-ahead.
 fn advise_random(f: &File) {
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor
-    // is valid for the duration of the call because `f` is borrowed.
-    unsafe {
-        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-    }
+    crate::journal::segment::advise(f, libc::POSIX_FADV_RANDOM);
 }
 
 /// File handles and decoded blocks, bounded.

@@ -1051,12 +1051,12 @@ fn resident_pages(path: &std::path::Path) -> usize {
     vec.iter().filter(|&&b| b & 1 == 1).count()
 }
 
-/// Files of the recycling pool in `dir`'s journal.
-fn pool_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+/// Files of `dir`'s journal with extension `ext` (`free`: the recycling pool).
+fn journal_files(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir.join("journal"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "free"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect()
 }
 
@@ -1081,18 +1081,16 @@ fn deleted_segments_are_recycled_as_write_segments_and_read_back_after_reopen() 
     }
     // Control for the check below: sealed segments, just written, are in
     // the page cache.
-    let cached: usize = std::fs::read_dir(dir.path().join("journal"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
-        .map(|p| resident_pages(&p))
+    let cached: usize = journal_files(dir.path(), "jnl")
+        .iter()
+        .map(|p| resident_pages(p))
         .sum();
     assert!(cached > 0, "written segments are cached");
     while !s.compact_journal().unwrap().segments_compacted.is_empty() {}
     let (v3, pool) = recycled_and_pooled(dir.path());
     assert_eq!((v3, pool), (0, 2), "compaction fills the pool, no more");
     // A file entering the pool leaves the page cache: nothing reads it.
-    for p in pool_files(dir.path()) {
+    for p in journal_files(dir.path(), "free") {
         assert_eq!(resident_pages(&p), 0, "{} still cached", p.display());
     }
     for i in 400..700u32 {

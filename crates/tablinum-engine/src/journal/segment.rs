@@ -337,23 +337,28 @@ impl SegmentWriter {
     }
 }
 
+/// Gives the kernel `advice` (a `POSIX_FADV_*`) on the whole of `file`.
+/// Advisory only: a failure changes nothing but speed, so it is ignored.
+#[allow(unsafe_code)]
+pub(crate) fn advise(file: &File, advice: i32) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: posix_fadvise only reads its integer arguments; the
+    // descriptor is valid for the duration of the call because `file` is
+    // borrowed.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice);
+    }
+}
+
 /// Drops the page cache's clean pages of the file at `path`
 /// (`POSIX_FADV_DONTNEED`): for a segment moved into the recycling pool,
 /// whose pages (journal compaction just read its live records through the
 /// cache) would otherwise stay cached under a name nothing reads, taking
-/// memory from values until reclaim finds them. Advisory only: a failure
-/// changes nothing but speed, so it is ignored.
-#[allow(unsafe_code)]
+/// memory from values until reclaim finds them. Advisory: a file that
+/// cannot be opened is left as it is.
 pub fn forget_cached(path: &Path) {
-    use std::os::unix::io::AsRawFd;
-    let Ok(file) = File::open(path) else {
-        return;
-    };
-    // SAFETY: posix_fadvise only reads its integer arguments; the
-    // descriptor is valid for the duration of the call because `file` is
-    // alive.
-    unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    if let Ok(file) = File::open(path) {
+        advise(&file, libc::POSIX_FADV_DONTNEED);
     }
 }
 
