@@ -207,9 +207,10 @@ pub const JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT: usize = 0;
 /// one run each. A pool of 2 covered fewer rolls and its run dipped to a
 /// quarter for 90 s. Once files entering the pool left the page cache, a
 /// pool of 8 served 1.17× (last minute 1.13×), UPDATE mean 0.81×
-/// (`bench/results/2026-11-28-volume-8k-sync-flush`, one sitting). Still
-/// off until RocksDB's peer has its WAL recycling beside it and `NoSync`
-/// is measured.
+/// (`bench/results/2026-11-28-volume-8k-sync-flush`, main run first); with
+/// the order swapped, 1.00× (last minute 0.93×), UPDATE mean 0.94×
+/// (`bench/results/2026-11-28-volume-8k-sync-pool-swapped`). Off: the gain
+/// is within the spread of run positions and sittings.
 pub const JOURNAL_RECYCLE_SEGMENTS_DEFAULT: usize = 0;
 
 /// Most segments [`Options::journal_recycle_segments`] may keep.
