@@ -169,9 +169,14 @@ enum Command {
     /// check per key and unavailability per fault kind. Exits 1 when the
     /// history is not linearizable or an acknowledged write was lost.
     Jepsen {
-        /// Length of the history, s (at least 30 covers every fault once).
-        #[arg(long, default_value_t = 32)]
+        /// Length of the history, s (at least 48 covers every fault once).
+        #[arg(long, default_value_t = 48)]
         seconds: u64,
+        /// Only these fault kinds, comma-separated (default: all):
+        /// kill-tserver-restart, kill-tserver, pause-tserver, kill-manager,
+        /// pause-manager, fsync-lost, fsync-fail, disk-full, slow-disk.
+        #[arg(long, value_delimiter = ',', value_parser = tablinum_jepsen::Fault::parse)]
+        faults: Vec<tablinum_jepsen::Fault>,
         /// Seed of the clients and the nemesis.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -336,6 +341,7 @@ fn run_local(command: Command) -> anyhow::Result<Outcome> {
         Command::Bench { .. } => anyhow::bail!(NO_BENCH),
         Command::Jepsen {
             seconds,
+            faults,
             seed,
             clients,
             keys,
@@ -355,6 +361,7 @@ fn run_local(command: Command) -> anyhow::Result<Outcome> {
                 keys,
                 tservers,
                 heartbeat_timeout_ms,
+                faults,
             };
             eprintln!("jepsen: {seconds} s of history in {} ...", out.display());
             let report = tablinum_jepsen::run(&cfg).map_err(anyhow::Error::msg)?;

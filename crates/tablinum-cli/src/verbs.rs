@@ -911,6 +911,24 @@ fn status(s: &mut Session, format: Format) -> anyhow::Result<()> {
             sv.last_heartbeat_ms,
             sv.http
         );
+        for f in &sv.faults {
+            out!(
+                "    tablet {} of {}: {}{}: {}",
+                f.tablet_id,
+                if f.table.is_empty() { "?" } else { &f.table },
+                f.condition,
+                if f.io_stalled_ms > 0 {
+                    format!(" (journal I/O in flight {} ms)", f.io_stalled_ms)
+                } else {
+                    String::new()
+                },
+                f.reason
+            );
+        }
+    }
+    let faults: usize = st.servers.iter().map(|s| s.faults.len()).sum();
+    if faults > 0 {
+        out!("tablets not serving normally: {faults}");
     }
     out!("tables: {}", st.tables.len());
     for t in &st.tables {

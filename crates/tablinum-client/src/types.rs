@@ -180,6 +180,43 @@ pub struct ServerStatus {
     pub rows_written: u64,
     /// Rows read on it since it started.
     pub rows_read: u64,
+    /// Its tablets that are not serving normally, as of its last heartbeat.
+    pub faults: Vec<TabletFault>,
+}
+
+/// A tablet that is not serving normally, as its server reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TabletFault {
+    /// Table name ("" when the manager no longer knows the table).
+    pub table: String,
+    /// Tablet id.
+    pub tablet_id: u64,
+    /// `disk full`, `degraded`, `recovering` or `stuck`.
+    pub condition: &'static str,
+    /// Why, as the server saw it.
+    pub reason: String,
+    /// How long its oldest journal write or sync has been in flight, ms.
+    pub io_stalled_ms: u64,
+}
+
+impl From<v1::TabletFault> for TabletFault {
+    fn from(f: v1::TabletFault) -> Self {
+        let condition = match v1::TabletCondition::try_from(f.condition) {
+            Ok(v1::TabletCondition::TabletServing) => "serving",
+            Ok(v1::TabletCondition::TabletDiskFull) => "disk full",
+            Ok(v1::TabletCondition::TabletDegraded) => "degraded",
+            Ok(v1::TabletCondition::TabletRecovering) => "recovering",
+            Ok(v1::TabletCondition::TabletStuck) => "stuck",
+            Err(_) => "unknown",
+        };
+        TabletFault {
+            table: f.table,
+            tablet_id: f.tablet_id,
+            condition,
+            reason: f.reason,
+            io_stalled_ms: f.io_stalled_ms,
+        }
+    }
 }
 
 /// The cluster as the manager sees it.
@@ -261,6 +298,7 @@ impl From<v1::ClusterStatusResponse> for ClusterStatus {
                     last_heartbeat_ms: s.last_heartbeat_ms,
                     rows_written: s.rows_written,
                     rows_read: s.rows_read,
+                    faults: s.faults.into_iter().map(Into::into).collect(),
                 })
                 .collect(),
             tables: r.tables.into_iter().map(Into::into).collect(),

@@ -9,6 +9,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::faults::{classify, Condition, Fault, IoKind};
+
 /// The operation named by the error of a failed journal append whose
 /// partial bytes could not be cut off: the segment's end is unknown, so the
 /// store must stop writing.
@@ -126,39 +128,45 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 
-    /// True for an operating-system error that may go away by itself (too
-    /// many open files, a full disk, no memory, an I/O error on a path
-    /// whose work is redone from scratch): background work that fails with
-    /// one is retried with backoff instead of poisoning the store. Never
-    /// true for damage, nor for a failed fsync of the journal (after which
-    /// the state of its pages is unknown); a failed fsync of a new table or
-    /// manifest is transient, as that file is abandoned and written anew.
-    pub fn is_transient(&self) -> bool {
+    /// The fault rule's answer for this error ([`crate::faults::classify`]):
+    /// `Some` for an operating-system error that may go away by itself on a
+    /// path that left durable state as it was (a full disk, too many open
+    /// files, no memory, an I/O error on work redone from scratch, an
+    /// append that was cut off again), `None` for everything else: damage,
+    /// a failed journal fsync (after which the state of its pages is
+    /// unknown), a failed rewind. A failed fsync of a new table or manifest
+    /// is retryable, as that file is abandoned and written anew.
+    pub fn condition(&self) -> Option<Condition> {
         let Error::Io { op, source, .. } = self else {
-            return false;
+            return None;
         };
-        if op.starts_with("fsync") && (op.contains("journal") || op.contains("segment")) {
-            return false;
+        let kind = if *op == JOURNAL_REWIND_OP {
+            IoKind::JournalRewind
+        } else if op.starts_with("fsync") && (op.contains("journal") || op.contains("segment")) {
+            IoKind::JournalSync
+        } else if *op == "append journal" {
+            IoKind::JournalAppend
+        } else {
+            IoKind::Redoable
+        };
+        match classify(kind, source) {
+            Fault::Retry(c) => Some(c),
+            Fault::Poison => None,
         }
-        if *op == JOURNAL_REWIND_OP {
-            return false;
-        }
-        matches!(
-            source.raw_os_error(),
-            Some(
-                libc::EMFILE
-                    | libc::ENFILE
-                    | libc::ENOSPC
-                    | libc::ENOMEM
-                    | libc::EIO
-                    | libc::EAGAIN
-                    | libc::EINTR
-                    | libc::EDQUOT
-            )
-        ) || matches!(
-            source.kind(),
-            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::Interrupted
-        )
+    }
+
+    /// True when [`Error::condition`] says the error may go away by itself:
+    /// background work that fails with one is retried with backoff instead
+    /// of poisoning the store, and a write that fails with one was not
+    /// applied.
+    pub fn is_transient(&self) -> bool {
+        self.condition().is_some()
+    }
+
+    /// True when the disk (or the quota) is full: the call changed nothing
+    /// and may succeed once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        self.condition() == Some(Condition::DiskFull)
     }
 }
 

@@ -27,6 +27,7 @@ pub mod aae;
 pub mod error;
 #[doc(hidden)]
 pub mod failpoint;
+pub mod faults;
 pub mod options;
 pub mod store;
 
@@ -54,6 +55,6 @@ pub use options::{
     JOURNAL_WRITEBACK_BYTES_DEFAULT,
 };
 pub use store::{
-    Batch, Head, HeadIter, IndexHit, JournalCompaction, ObjectIter, PutOptions, ReadOnlyStore,
-    ReadStats, Shared, SharedOptions, Snapshot, Stats, Store, VerifyReport,
+    Batch, Head, HeadIter, Health, IndexHit, JournalCompaction, ObjectIter, PutOptions,
+    ReadOnlyStore, ReadStats, Shared, SharedOptions, Snapshot, Stats, Store, VerifyReport,
 };

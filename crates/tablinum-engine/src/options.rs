@@ -178,6 +178,10 @@ pub struct Options {
     /// of disk. Never used by a fenced store (`epoch`): an older owner may
     /// still write to a file it deleted.
     pub journal_recycle_segments: usize,
+    /// Fault injection for tests: every journal append and fdatasync goes
+    /// through this seam ([`crate::faults::FaultSwitch`] fails, fills or
+    /// slows them on demand). `None` (the default): straight to the file.
+    pub faults: Option<std::sync::Arc<dyn crate::faults::StorageFaults>>,
 }
 
 /// Default garbage share that makes a journal compaction due at once, percent
@@ -250,6 +254,7 @@ impl Default for Options {
             journal_preallocate: true,
             journal_align_value_bytes_min: JOURNAL_ALIGN_VALUE_BYTES_MIN_DEFAULT,
             journal_recycle_segments: JOURNAL_RECYCLE_SEGMENTS_DEFAULT,
+            faults: None,
         }
     }
 }

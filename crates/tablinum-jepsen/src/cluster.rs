@@ -3,8 +3,9 @@
 //! writes, on fixed loopback addresses (so a restarted process comes back
 //! at the same address), sharing one storage root and cluster secret.
 //!
-//! Owns starting, SIGKILL, restart, SIGSTOP and SIGCONT of its own children
-//! and nothing else: it never signals a process it did not start, and
+//! Owns starting, SIGKILL, restart, SIGSTOP and SIGCONT of its own children,
+//! and their disk faults (each tablet server runs with `TABLINUM_DISK_FAULTS`
+//! naming a control file here), and nothing else: it never signals a process it did not start, and
 //! dropping it kills (and reaps) every child, paused ones included.
 
 use std::io::{BufRead, BufReader};
@@ -106,7 +107,16 @@ impl Cluster {
             .open(&self.log)
             .map_err(|e| format!("open {}: {e}", self.log.display()))?;
         let p = &mut self.procs[i];
-        let mut child = Command::new(&self.bin)
+        let mut cmd = Command::new(&self.bin);
+        if p.role == "tserver" {
+            // Each tablet server's journal I/O goes through a fault switch
+            // this harness arms by writing the file (`disk`).
+            cmd.env(
+                tablinum_engine::faults::DISK_FAULTS_ENV,
+                self.dir.join(format!("disk{i}.fault")),
+            );
+        }
+        let mut child = cmd
             .args([p.role, "--config"])
             .arg(&p.config)
             .stdin(Stdio::null())
@@ -205,8 +215,33 @@ impl Cluster {
         Ok(())
     }
 
-    /// Resumes every paused process and restarts every dead one.
+    /// Sets tablet server `i`'s disk faults (one `FaultSwitch` command:
+    /// `heal`, `fsync-fail lose`, `disk-full`, `slow 1500`, ...); the
+    /// server applies it within `DISK_FAULTS_POLL_MS`. Written whole
+    /// (temporary file, then rename), so it never reads half a command.
+    pub fn disk(&self, i: usize, command: &str) -> Result<(), String> {
+        if self.procs.get(i).is_none_or(|p| p.role != "tserver") {
+            return Err(format!("process {i} is not a tablet server"));
+        }
+        let path = self.dir.join(format!("disk{i}.fault"));
+        let tmp = path.with_extension("tmp");
+        write(&tmp, command)?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+        // Let the server see it before the caller goes on.
+        std::thread::sleep(Duration::from_millis(
+            3 * tablinum_engine::faults::DISK_FAULTS_POLL_MS,
+        ));
+        Ok(())
+    }
+
+    /// Heals every disk, resumes every paused process and restarts every
+    /// dead one.
     pub fn heal(&mut self) -> Result<(), String> {
+        for i in 0..self.procs.len() {
+            if self.procs[i].role == "tserver" {
+                self.disk(i, "heal")?;
+            }
+        }
         for i in 0..self.procs.len() {
             if self.procs[i].paused {
                 self.resume(i)?;

@@ -40,6 +40,8 @@ pub struct RunConfig {
     pub tservers: usize,
     /// The manager's heartbeat timeout, ms.
     pub heartbeat_timeout_ms: u64,
+    /// The fault kinds the nemesis draws from (empty: every kind).
+    pub faults: Vec<Fault>,
 }
 
 /// The kinds of fault the nemesis injects.
@@ -55,24 +57,91 @@ pub enum Fault {
     KillManager,
     /// SIGSTOP the manager for a while, then SIGCONT.
     PauseManager,
+    /// Every journal fsync of a tablet server fails for a while, and what
+    /// was not synced is lost (the device dropped it).
+    FsyncLost,
+    /// Every journal fsync of a tablet server fails for a while; the
+    /// unsynced bytes stay in the page cache.
+    FsyncFail,
+    /// A tablet server's disk is full for a while.
+    DiskFull,
+    /// Every journal append and fsync of a tablet server takes 1.5 s more
+    /// for a while.
+    SlowDisk,
 }
 
 impl Fault {
     /// Every kind, in the order the short schedule uses.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 9] = [
         Fault::KillTserverRestart,
         Fault::KillTserver,
         Fault::PauseTserver,
         Fault::KillManager,
         Fault::PauseManager,
+        Fault::FsyncLost,
+        Fault::FsyncFail,
+        Fault::DiskFull,
+        Fault::SlowDisk,
     ];
 
-    /// The unavailability target for this kind, ms (the targets).
+    /// The unavailability target for this kind, ms (the targets;
+    /// a disk fault's window runs from its start, so its own length
+    /// counts too).
     pub fn target_ms(self, heartbeat_timeout_ms: u64) -> u64 {
         match self {
             Fault::KillTserverRestart => 2_000,
             Fault::KillTserver | Fault::PauseTserver => heartbeat_timeout_ms + 2_000,
             Fault::KillManager | Fault::PauseManager => 1_000,
+            Fault::FsyncLost | Fault::FsyncFail | Fault::DiskFull | Fault::SlowDisk => {
+                self.disk_fault_ms() + heartbeat_timeout_ms + 2_000
+            }
+        }
+    }
+
+    /// How long a disk fault lasts, ms (0: not a disk fault).
+    fn disk_fault_ms(self) -> u64 {
+        match self {
+            Fault::FsyncLost | Fault::FsyncFail => 1_000,
+            Fault::DiskFull => 2_000,
+            Fault::SlowDisk => 4_000,
+            _ => 0,
+        }
+    }
+
+    /// The kind named `s` (kebab case, as `--faults` takes it).
+    pub fn parse(s: &str) -> Result<Fault, String> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown fault {s:?}; the kinds: {}", names.join(", "))
+            })
+    }
+
+    /// Its name in kebab case.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::KillTserverRestart => "kill-tserver-restart",
+            Fault::KillTserver => "kill-tserver",
+            Fault::PauseTserver => "pause-tserver",
+            Fault::KillManager => "kill-manager",
+            Fault::PauseManager => "pause-manager",
+            Fault::FsyncLost => "fsync-lost",
+            Fault::FsyncFail => "fsync-fail",
+            Fault::DiskFull => "disk-full",
+            Fault::SlowDisk => "slow-disk",
+        }
+    }
+
+    /// The tablet server's fault command for a disk fault.
+    fn disk_command(self) -> Option<&'static str> {
+        match self {
+            Fault::FsyncLost => Some("fsync-fail lose"),
+            Fault::FsyncFail => Some("fsync-fail"),
+            Fault::DiskFull => Some("disk-full"),
+            Fault::SlowDisk => Some("slow 1500"),
+            _ => None,
         }
     }
 }
@@ -220,16 +289,22 @@ fn schedule(cfg: &RunConfig, rng: &mut impl Rng) -> Vec<(Duration, Fault, Durati
         Fault::PauseTserver => Duration::from_millis(t + 2_000),
         Fault::KillManager => Duration::from_millis(1_000),
         Fault::PauseManager => Duration::from_millis(3_000),
+        f => Duration::from_millis(f.disk_fault_ms()),
+    };
+    let kinds: &[Fault] = if cfg.faults.is_empty() {
+        &Fault::ALL
+    } else {
+        &cfg.faults
     };
     let mut v = Vec::new();
     let mut at = Duration::from_secs(2);
     let end = Duration::from_secs(cfg.seconds);
     let mut i = 0;
     loop {
-        let f = if i < Fault::ALL.len() {
-            Fault::ALL[i]
+        let f = if i < kinds.len() {
+            kinds[i]
         } else {
-            Fault::ALL[rng.random_range(0..Fault::ALL.len())]
+            kinds[rng.random_range(0..kinds.len())]
         };
         let d = dur(f);
         if at + d + Duration::from_secs(1) > end {
@@ -303,9 +378,13 @@ pub fn run(cfg: &RunConfig) -> Result<Report, String> {
                     let v = (p as u64 + 1) * 1_000_000_000 + counter;
                     match c.put("jepsen", &key_name(key), v.to_string().as_bytes()) {
                         Ok(_) => (Some(v), "ok", None),
-                        Err(e @ (Error::InvalidArgument(_) | Error::PermissionDenied(_))) => {
-                            (Some(v), "fail", Some(e.to_string()))
-                        }
+                        // Refused before anything was applied: bad input,
+                        // or RESOURCE_EXHAUSTED (a full disk).
+                        Err(
+                            e @ (Error::InvalidArgument(_)
+                            | Error::PermissionDenied(_)
+                            | Error::Busy(_)),
+                        ) => (Some(v), "fail", Some(e.to_string())),
                         // Anything else may have been applied.
                         Err(e) => (Some(v), "unknown", Some(e.to_string())),
                     }
@@ -358,6 +437,13 @@ pub fn run(cfg: &RunConfig) -> Result<Report, String> {
                 std::thread::sleep(dur);
                 cluster.resume(target)
             }),
+            Fault::FsyncLost | Fault::FsyncFail | Fault::DiskFull | Fault::SlowDisk => {
+                let cmd = fault.disk_command().unwrap_or("heal");
+                cluster.disk(target, cmd).and_then(|()| {
+                    std::thread::sleep(dur);
+                    cluster.disk(target, "heal")
+                })
+            }
         };
         faults.push(Injected {
             fault,
@@ -513,6 +599,9 @@ pub fn analyse(cfg: &RunConfig, history: &[Event], faults: Vec<Injected>, end_ms
         let windows: Vec<usize> = (0..faults.len())
             .filter(|i| faults[*i].fault == kind)
             .collect();
+        if windows.is_empty() && !cfg.faults.is_empty() && !cfg.faults.contains(&kind) {
+            continue; // not asked for
+        }
         let mut longest = 0u64;
         for &i in &windows {
             let (a, b) = (faults[i].start_ms, window_end(i));
@@ -603,7 +692,17 @@ mod tests {
             keys: 2,
             tservers: 1,
             heartbeat_timeout_ms: 1500,
+            faults: Vec::new(),
         }
+    }
+
+    #[test]
+    fn fault_kinds_parse_by_their_names_and_unknown_ones_are_refused() {
+        for f in Fault::ALL {
+            assert_eq!(Fault::parse(f.name()), Ok(f));
+        }
+        let e = Fault::parse("flood").unwrap_err();
+        assert!(e.contains("\"flood\"") && e.contains("fsync-lost"), "{e}");
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub const ADDRESS_BYTES_MAX: usize = 256;
 pub const HEARTBEAT_TABLETS_MAX: usize = 65_536;
 /// Most published files one tablet reports.
 pub const TABLET_FILES_MAX: usize = 100_000;
+/// Longest reason of a tablet's condition in a heartbeat, bytes (a server
+/// cuts longer ones).
+pub const TABLET_CONDITION_REASON_BYTES_MAX: usize = 1024;
 /// Longest published file path (relative to its tablet's directory), bytes.
 pub const FILE_PATH_BYTES_MAX: usize = 256;
 /// Longest token name, bytes.

@@ -60,6 +60,17 @@ pub const TABLETS_PER_SERVER_MAX_DEFAULT: usize = 1_024;
 pub const TABLET_OPENS_MAX: usize = 8;
 /// Tablets a tablet server closes (flushes) at once; the rest wait.
 pub const TABLET_CLOSES_MAX: usize = 8;
+/// Default of `tablet_stuck_ms`: a tablet whose oldest journal write or
+/// sync has been in flight this long is reported stuck (TABLET_STUCK), ms.
+pub const TABLET_STUCK_MS: u64 = 5_000;
+/// First wait before a poisoned tablet's recovery tries again (the cut of
+/// its journal, or its reopen), ms; it doubles up to
+/// [`TABLET_RECOVERY_BACKOFF_MS_MAX`].
+pub const TABLET_RECOVERY_BACKOFF_MS_FIRST: u64 = 100;
+/// Longest wait between two tries of a poisoned tablet's recovery, ms:
+/// once the disk answers again, the tablet takes writes within this (plus
+/// the reopen's journal replay).
+pub const TABLET_RECOVERY_BACKOFF_MS_MAX: u64 = 1_000;
 // Defaults that must fit the limits they live under.
 const _: () = {
     assert!(
@@ -319,6 +330,9 @@ pub struct TserverConfig {
     /// A tablet whose oldest unflushed write is older than this is flushed,
     /// ms: what bounds how stale scan servers' eventual reads can be.
     pub flush_max_age_ms: u64,
+    /// A tablet whose oldest journal write or sync has been in flight this
+    /// long is reported stuck (a slow or hung disk), ms.
+    pub tablet_stuck_ms: u64,
     /// Each tablet's journal segments roll at this size, MiB
     /// (1..=`JOURNAL_SEGMENT_MIB_MAX`); whole segments are what journal
     /// compaction (value GC) reclaims.
@@ -377,6 +391,7 @@ impl Default for TserverConfig {
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             flush_max_age_ms: FLUSH_MAX_AGE_MS_DEFAULT,
+            tablet_stuck_ms: TABLET_STUCK_MS,
             journal_segment_mib: JOURNAL_SEGMENT_MIB_DEFAULT,
             journal_compaction_interval_s: JOURNAL_COMPACTION_INTERVAL_S_DEFAULT,
             journal_compaction_mib_per_s: JOURNAL_COMPACTION_MIB_PER_S_DEFAULT,
@@ -463,6 +478,9 @@ impl TserverConfig {
             .map_err(|e| e.to_string().replace("shared.", ""))?;
         if self.flush_max_age_ms == 0 {
             return Err("flush_max_age_ms must be at least 1".into());
+        }
+        if self.tablet_stuck_ms == 0 {
+            return Err("tablet_stuck_ms must be at least 1".into());
         }
         if !(1..=JOURNAL_SEGMENT_MIB_MAX).contains(&self.journal_segment_mib) {
             return Err(format!(

@@ -506,6 +506,24 @@ impl Node {
                 "Tablets opened (recoveries included).",
                 c(&m.tablets_opened),
             );
+            metric(
+                "tablinum_tserver_tablet_recoveries_total",
+                "counter",
+                "Poisoned tablets reopened in place from durable state.",
+                ts.recoveries.load(Ordering::Relaxed) as f64,
+            );
+            let _ = writeln!(
+                s,
+                "# HELP tablinum_tserver_tablets Tablets held, by condition.\n\
+                 # TYPE tablinum_tserver_tablets gauge"
+            );
+            for (cond, n) in ts.tablet_conditions() {
+                let _ = writeln!(
+                    s,
+                    "tablinum_tserver_tablets{{condition=\"{}\"}} {n}",
+                    condition_label(cond)
+                );
+            }
         }
         if let Some(ss) = &self.sserver {
             let (by_attempt, by_plan) = ss.metrics.served_counts();
@@ -579,8 +597,36 @@ impl Node {
                     sparkline(hist),
                 );
             }
+            h.push_str("</table>");
+            let faults: Vec<(&str, &tablinum_proto::v1::TabletFault)> = snap
+                .servers
+                .iter()
+                .flat_map(|s| s.faults.iter().map(move |f| (s.address.as_str(), f)))
+                .collect();
+            if !faults.is_empty() {
+                h.push_str(
+                    "<h2 class=\"warn\">Tablets not serving normally</h2><table><tr><th>table</th>\
+                     <th>tablet</th><th>server</th><th>condition</th><th>journal I/O in flight</th>\
+                     <th>reason</th></tr>",
+                );
+                for (addr, f) in faults {
+                    let cond = tablinum_proto::v1::TabletCondition::try_from(f.condition)
+                        .map_or("unknown", condition_label);
+                    let _ = write!(
+                        h,
+                        "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"warn\">{cond}</td>\
+                         <td class=\"n\">{} ms</td><td>{}</td></tr>",
+                        esc(&f.table),
+                        f.tablet_id,
+                        esc(addr),
+                        f.io_stalled_ms,
+                        esc(&f.reason),
+                    );
+                }
+                h.push_str("</table>");
+            }
             h.push_str(
-                "</table><h2>Scan servers</h2><table><tr><th>id</th><th>address</th><th>group</th>\
+                "<h2>Scan servers</h2><table><tr><th>id</th><th>address</th><th>group</th>\
                  <th>last heartbeat</th><th>running</th><th>queued</th><th>batches</th><th>busy</th>\
                  <th title=\"reads and scans served on the client's 1st / 2nd / 3rd / later attempt\">\
                  served on attempt 1/2/3/4+</th><th title=\"by the attempt plan that chose the server\">\
@@ -910,5 +956,17 @@ fn respond<B>(node: &Node, req: &hyper::Request<B>) -> hyper::Response<Body> {
             "text/plain",
             "not found: try /, /metrics or /health\n".into(),
         ),
+    }
+}
+
+/// A tablet condition as the status page and `/metrics` name it.
+fn condition_label(c: tablinum_proto::v1::TabletCondition) -> &'static str {
+    use tablinum_proto::v1::TabletCondition as C;
+    match c {
+        C::TabletServing => "serving",
+        C::TabletDiskFull => "disk_full",
+        C::TabletDegraded => "degraded",
+        C::TabletRecovering => "recovering",
+        C::TabletStuck => "stuck",
     }
 }

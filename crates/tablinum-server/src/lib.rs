@@ -46,6 +46,12 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// their parent every 250 ms and shut down cleanly once it is gone.
 pub const EXIT_WITH_PARENT_ENV: &str = "TABLINUM_EXIT_WITH_PARENT";
 
+pub use tablinum_engine::faults::{DISK_FAULTS_ENV, DISK_FAULTS_POLL_MS};
+
+/// How a RESOURCE_EXHAUSTED answer for a full disk begins: the call
+/// changed nothing and may be sent again once space is freed.
+pub const NOT_APPLIED_DISK_FULL_PREFIX: &str = "not applied: disk full";
+
 /// The gRPC status for an engine error.
 pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
     use tablinum_engine::Error as E;
@@ -63,6 +69,20 @@ pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
         E::WriteOutcomeUnknown(_) => Status::unknown(format!("outcome unknown: {e}")),
         E::Unavailable { .. } => Status::unavailable(format!(
             "{}: {e}",
+            tablinum_client::SERVER_UNAVAILABLE_PREFIX
+        )),
+        // A full disk failed the call before anything reached the journal.
+        E::Io { .. } if e.is_disk_full() => {
+            Status::resource_exhausted(format!("{NOT_APPLIED_DISK_FULL_PREFIX}: {e}"))
+        }
+        // Other retryable I/O errors also changed nothing.
+        E::Io { .. } if e.is_transient() => Status::unavailable(format!(
+            "{}: not applied: {e}",
+            tablinum_client::SERVER_UNAVAILABLE_PREFIX
+        )),
+        // Poisoned: the tablet is being reopened from durable state.
+        E::Background(_) => Status::unavailable(format!(
+            "{}: not applied: the tablet is reopening from durable state after {e}",
             tablinum_client::SERVER_UNAVAILABLE_PREFIX
         )),
         other => Status::internal(other.to_string()),
@@ -195,6 +215,9 @@ pub async fn start(
                 secret.clone(),
                 verifier.clone(),
             )?;
+            if let Some(file) = std::env::var_os(DISK_FAULTS_ENV) {
+                t.watch_fault_file(std::path::PathBuf::from(file), stop_rx.clone());
+            }
             tasks.push(tokio::spawn(t.clone().heartbeat_loop(stop_rx.clone())));
             Some(t)
         }

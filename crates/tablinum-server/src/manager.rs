@@ -152,6 +152,8 @@ struct Live {
     /// Heartbeats received from it since this manager started.
     beats: u64,
     hosted: HashSet<(u64, u64)>,
+    /// Its tablets that are not serving normally, as last reported.
+    faults: Vec<v1::TabletFault>,
     rows_written: u64,
     rows_read: u64,
     /// The token-set version it last reported holding.
@@ -323,6 +325,7 @@ impl Manager {
                     reported: false,
                     beats: 0,
                     hosted: HashSet::new(),
+                    faults: Vec::new(),
                     rows_written: 0,
                     rows_read: 0,
                     tokens_version: 0,
@@ -688,6 +691,7 @@ fn server_statuses(st: &State) -> Vec<v1::ServerStatus> {
             last_heartbeat_ms: u64::try_from(l.last.elapsed().as_millis()).unwrap_or(u64::MAX),
             rows_written: l.rows_written,
             rows_read: l.rows_read,
+            faults: l.faults.clone(),
         })
         .collect();
     v.sort_by(|a, b| a.address.cmp(&b.address));
@@ -1059,6 +1063,39 @@ impl ManagerRpc for ManagerService {
                 .iter()
                 .map(|t| (t.table_id, t.tablet_id))
                 .collect();
+            let names: HashMap<u64, &str> = st
+                .tables
+                .values()
+                .map(|t| (t.id, t.name.as_str()))
+                .collect();
+            let faults: Vec<v1::TabletFault> = hb
+                .tablets
+                .iter()
+                .filter(|t| t.condition != v1::TabletCondition::TabletServing as i32)
+                .map(|t| v1::TabletFault {
+                    table_id: t.table_id,
+                    tablet_id: t.tablet_id,
+                    table: names
+                        .get(&t.table_id)
+                        .map_or(String::new(), |n| n.to_string()),
+                    condition: t.condition,
+                    reason: t.condition_reason.clone(),
+                    io_stalled_ms: t.io_stalled_ms,
+                })
+                .collect();
+            for f in &faults {
+                let was = st.servers.get(&hb.server_id).is_some_and(|l| {
+                    l.faults.iter().any(|g| {
+                        (g.table_id, g.tablet_id, g.condition)
+                            == (f.table_id, f.tablet_id, f.condition)
+                    })
+                });
+                if !was {
+                    tracing::warn!(server = %hb.server_id, table = %f.table, tablet = f.tablet_id,
+                        condition = ?v1::TabletCondition::try_from(f.condition).unwrap_or_default(),
+                        reason = %f.reason, "tablet not serving normally");
+                }
+            }
             let prev_beats = st.servers.get(&hb.server_id).map_or(0, |l| l.beats);
             st.servers.insert(
                 hb.server_id.clone(),
@@ -1069,6 +1106,7 @@ impl ManagerRpc for ManagerService {
                     reported: true,
                     beats: prev_beats + 1,
                     hosted,
+                    faults,
                     rows_written: hb.rows_written,
                     rows_read: hb.rows_read,
                     tokens_version: hb.tokens_version,
@@ -1240,6 +1278,21 @@ fn check_heartbeat(hb: &v1::HeartbeatRequest) -> Result<(), String> {
         for f in &t.files {
             tablinum_proto::check_file_path(f)
                 .map_err(|e| format!("tablet {} of table {}: {e}", t.tablet_id, t.table_id))?;
+        }
+        if v1::TabletCondition::try_from(t.condition).is_err() {
+            return Err(format!(
+                "tablet {} of table {} reports unknown condition {}",
+                t.tablet_id, t.table_id, t.condition
+            ));
+        }
+        if t.condition_reason.len() > tablinum_proto::TABLET_CONDITION_REASON_BYTES_MAX {
+            return Err(format!(
+                "tablet {} of table {} reports a {}-byte condition reason; the limit is {}",
+                t.tablet_id,
+                t.table_id,
+                t.condition_reason.len(),
+                tablinum_proto::TABLET_CONDITION_REASON_BYTES_MAX
+            ));
         }
     }
     Ok(())

@@ -54,6 +54,8 @@ pub struct Tablet {
     pub end: Vec<u8>,
     /// The epoch it was opened at (its store is fenced at it).
     pub epoch: u64,
+    /// Its table's durability (`v1::Durability`), to reopen it the same way.
+    pub durability: i32,
     /// Its store.
     pub store: Arc<Store>,
     /// Rows written to it here (puts and deletes).
@@ -134,6 +136,49 @@ fn held(k: (u64, u64, u64), opening: bool, closing: bool) -> v1::HostedTablet {
     }
 }
 
+/// A tablet's health as a heartbeat reports it: (condition, reason,
+/// journal I/O in flight ms). Read from the store without its writer lock.
+fn condition_of(store: &Store, stuck_ms: u64) -> (v1::TabletCondition, String, u64) {
+    use tablinum_engine::faults::Condition;
+    use tablinum_engine::Health;
+    let (health, stalled) = store.health();
+    let stalled_ms = u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX);
+    let (c, reason) = match health {
+        Health::Serving if stalled_ms >= stuck_ms => (
+            v1::TabletCondition::TabletStuck,
+            format!("journal I/O in flight for {stalled_ms} ms"),
+        ),
+        Health::Serving => (v1::TabletCondition::TabletServing, String::new()),
+        Health::Degraded {
+            condition: Condition::DiskFull,
+            reason,
+        } => (v1::TabletCondition::TabletDiskFull, reason),
+        Health::Degraded { reason, .. } => (v1::TabletCondition::TabletDegraded, reason),
+        Health::Poisoned { reason, .. } => (v1::TabletCondition::TabletRecovering, reason),
+    };
+    (c, cut_reason(reason), stalled_ms)
+}
+
+/// `reason` cut to `TABLET_CONDITION_REASON_BYTES_MAX` bytes (at a char
+/// boundary).
+fn cut_reason(mut reason: String) -> String {
+    let max = tablinum_proto::TABLET_CONDITION_REASON_BYTES_MAX;
+    if reason.len() > max {
+        let mut at = max;
+        while !reason.is_char_boundary(at) {
+            at -= 1;
+        }
+        reason.truncate(at);
+    }
+    reason
+}
+
+/// A poisoned tablet being closed and reopened from durable state.
+#[derive(Debug, Clone)]
+struct Recovering {
+    reason: String,
+}
+
 /// The read lease of the latest heartbeat answer.
 #[derive(Debug, Default)]
 struct Lease {
@@ -197,6 +242,17 @@ pub struct Tserver {
     secret: ClusterSecret,
     /// Background workers, caches and the memtable budget of every tablet.
     engine: Arc<tablinum_engine::Shared>,
+    /// Poisoned tablets being closed and reopened in place (reported as
+    /// held, opening, with their reason). Last in the lock order.
+    recovering: Mutex<HashMap<(u64, u64, u64), Recovering>>,
+    /// Tablets recovered in place since start.
+    pub recoveries: AtomicU64,
+    /// A pass of `flush_old_writes` is running (it takes writer locks, so
+    /// it runs beside the heartbeat, never in its way).
+    flushing_old: Arc<std::sync::atomic::AtomicBool>,
+    /// Fault injection for tests: every tablet opened from now on sends its
+    /// journal I/O through this seam.
+    storage_faults: RwLock<Option<Arc<dyn tablinum_engine::faults::StorageFaults>>>,
 }
 
 impl Tserver {
@@ -265,7 +321,42 @@ impl Tserver {
             secret,
             lease: Mutex::new(Lease::default()),
             client_tls,
+            recovering: Mutex::new(HashMap::new()),
+            recoveries: AtomicU64::new(0),
+            flushing_old: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            storage_faults: RwLock::new(None),
         }))
+    }
+
+    /// Arms a fault switch for every tablet opened from now on and keeps it
+    /// set to what `file` says, read every `DISK_FAULTS_POLL_MS` until
+    /// `stop` (see `DISK_FAULTS_ENV`: process-level fault tests only). A
+    /// line it cannot parse is logged and changes nothing.
+    pub fn watch_fault_file(&self, file: PathBuf, stop: tokio::sync::watch::Receiver<bool>) {
+        let switch = Arc::new(tablinum_engine::faults::FaultSwitch::new());
+        self.inject_storage_faults(switch.clone());
+        tracing::warn!(file = %file.display(), "disk fault injection is on (a test)");
+        std::thread::spawn(move || {
+            let mut last: Option<String> = None;
+            while !*stop.borrow() {
+                let now = std::fs::read_to_string(&file).unwrap_or_default();
+                if last.as_deref() != Some(now.as_str()) {
+                    match switch.apply_command(now.trim()) {
+                        Ok(()) => tracing::warn!(command = %now.trim(), "disk faults set"),
+                        Err(e) => tracing::error!(error = %e, "bad disk fault command"),
+                    }
+                    last = Some(now);
+                }
+                std::thread::sleep(Duration::from_millis(crate::DISK_FAULTS_POLL_MS));
+            }
+        });
+    }
+
+    /// Sends the journal I/O of every tablet opened from now on through
+    /// `faults` (tests: a failing, full or slow disk under one server).
+    /// Reachable only in-process, never over the network.
+    pub fn inject_storage_faults(&self, faults: Arc<dyn tablinum_engine::faults::StorageFaults>) {
+        *self.storage_faults.write() = Some(faults);
     }
 
     /// This server's id.
@@ -283,6 +374,32 @@ impl Tserver {
         let mut v: Vec<Arc<Tablet>> = self.tablets.read().values().flatten().cloned().collect();
         v.sort_by(|a, b| (&a.table, &a.start).cmp(&(&b.table, &b.start)));
         v
+    }
+
+    /// How many of this server's tablets are in each condition now
+    /// (serving, disk full, degraded, recovering, stuck), read without any
+    /// tablet's writer lock.
+    pub fn tablet_conditions(&self) -> [(v1::TabletCondition, u64); 5] {
+        use v1::TabletCondition as C;
+        let mut n = [
+            (C::TabletServing, 0),
+            (C::TabletDiskFull, 0),
+            (C::TabletDegraded, 0),
+            (C::TabletRecovering, 0),
+            (C::TabletStuck, 0),
+        ];
+        let mut count = |c: C| {
+            if let Some(e) = n.iter_mut().find(|(k, _)| *k == c) {
+                e.1 += 1;
+            }
+        };
+        for t in self.open_tablets() {
+            count(condition_of(&t.store, self.cfg.tablet_stuck_ms).0);
+        }
+        for _ in 0..self.recovering.lock().len() {
+            count(C::TabletRecovering);
+        }
+        n
     }
 
     /// Tablets open now, as (table, tablet id, start, end), sorted.
@@ -314,7 +431,155 @@ impl Tserver {
             journal_compaction_interval_s: self.cfg.journal_compaction_interval_s,
             journal_compaction_bytes_per_s: self.cfg.journal_compaction_mib_per_s << 20,
             journal_compaction_garbage_pct: self.cfg.journal_compaction_garbage_pct,
+            faults: self.storage_faults.read().clone(),
             ..Options::default()
+        }
+    }
+
+    /// Opens (recovers) the store of a tablet at `epoch` (blocking).
+    fn open_store(
+        &self,
+        table_id: u64,
+        tablet_id: u64,
+        durability: i32,
+        epoch: u64,
+    ) -> Result<Store, String> {
+        let dir = self.tablet_dir(table_id, tablet_id);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        Store::open_shared(&dir, self.engine_options(durability, epoch), &self.engine)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Puts an opened tablet in the serving map if it is still assigned
+    /// (else closes it again). Returns whether it now serves.
+    fn install_tablet(&self, t: Arc<Tablet>) -> bool {
+        let k = (t.table_id, t.id, t.epoch);
+        let mut m = self.tablets.write();
+        if self.assigned.lock().contains(&k) {
+            let v = m.entry(t.table.clone()).or_default();
+            v.push(t);
+            v.sort_by(|x, y| x.start.cmp(&y.start));
+            true
+        } else {
+            // Withdrawn while opening (moved or dropped).
+            drop(m);
+            if let Err(e) = t.store.close() {
+                tracing::error!(table = %t.table, tablet = t.id, error = %e,
+                    "closing a withdrawn tablet failed");
+            }
+            false
+        }
+    }
+
+    /// Takes every poisoned tablet out of service and starts its recovery:
+    /// close it (its journal cut back to the last good sync), then reopen
+    /// it here from durable state, at the same epoch, retrying with backoff
+    /// while the disk still fails. Meanwhile it is reported as held
+    /// (opening) with its reason, so the manager neither reassigns it nor
+    /// deletes its files.
+    fn start_recoveries(self: &Arc<Self>) {
+        let mut poisoned = Vec::new();
+        {
+            let mut m = self.tablets.write();
+            let mut rec = self.recovering.lock();
+            for v in m.values_mut() {
+                v.retain(|t| {
+                    let tablinum_engine::Health::Poisoned { reason, .. } = t.store.health().0
+                    else {
+                        return true;
+                    };
+                    rec.insert(
+                        (t.table_id, t.id, t.epoch),
+                        Recovering {
+                            reason: cut_reason(reason.clone()),
+                        },
+                    );
+                    poisoned.push((t.clone(), reason));
+                    false
+                });
+            }
+            m.retain(|_, v| !v.is_empty());
+        }
+        for (t, reason) in poisoned {
+            tracing::warn!(table = %t.table, tablet = t.id, reason = %reason,
+                "tablet store poisoned; reopening it from durable state");
+            let me = self.clone();
+            tokio::spawn(async move { me.recover(t).await });
+        }
+    }
+
+    /// Closes poisoned tablet `t` until its journal is cut back, then
+    /// reopens it while it stays assigned here (see `start_recoveries`).
+    async fn recover(self: Arc<Self>, t: Arc<Tablet>) {
+        use crate::config::{TABLET_RECOVERY_BACKOFF_MS_FIRST, TABLET_RECOVERY_BACKOFF_MS_MAX};
+        let k = (t.table_id, t.id, t.epoch);
+        let mut delay = TABLET_RECOVERY_BACKOFF_MS_FIRST;
+        let backoff = |delay: &mut u64| {
+            let d = Duration::from_millis(*delay);
+            *delay = (*delay * 2).min(TABLET_RECOVERY_BACKOFF_MS_MAX);
+            d
+        };
+        // A close fails with an I/O error while the journal cannot be cut
+        // back yet; with the poison's own error once it has been.
+        loop {
+            let store = t.store.clone();
+            let r = tokio::task::spawn_blocking(move || store.close()).await;
+            match r {
+                Ok(Err(e @ tablinum_engine::Error::Io { .. })) => {
+                    if let Some(r) = self.recovering.lock().get_mut(&k) {
+                        r.reason = cut_reason(e.to_string());
+                    }
+                    tokio::time::sleep(backoff(&mut delay)).await;
+                }
+                _ => break,
+            }
+        }
+        loop {
+            if !self.assigned.lock().contains(&k) {
+                self.recovering.lock().remove(&k);
+                return;
+            }
+            let me = self.clone();
+            let durability = t.durability;
+            let r = tokio::task::spawn_blocking(move || me.open_store(k.0, k.1, durability, k.2))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+            match r {
+                Ok(store) => {
+                    let fresh = Arc::new(Tablet {
+                        table: t.table.clone(),
+                        table_id: t.table_id,
+                        id: t.id,
+                        start: t.start.clone(),
+                        end: t.end.clone(),
+                        epoch: t.epoch,
+                        durability: t.durability,
+                        store: Arc::new(store),
+                        rows_written: AtomicU64::new(0),
+                        rows_read: Arc::new(AtomicU64::new(0)),
+                    });
+                    self.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
+                    // Serving before it leaves `recovering`, so every
+                    // heartbeat reports it (once or, for a moment, twice).
+                    let me = self.clone();
+                    tokio::task::spawn_blocking(move || {
+                        if me.install_tablet(fresh) {
+                            me.recoveries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        me.recovering.lock().remove(&k);
+                    })
+                    .await
+                    .ok();
+                    tracing::info!(table = %t.table, tablet = t.id, "tablet reopened from durable state");
+                    return;
+                }
+                Err(e) => {
+                    if let Some(r) = self.recovering.lock().get_mut(&k) {
+                        r.reason = cut_reason(format!("reopening: {e}"));
+                    }
+                    tokio::time::sleep(backoff(&mut delay)).await;
+                }
+            }
         }
     }
 
@@ -584,21 +849,39 @@ impl Tserver {
         // still has open. Read under `opening`, `tablets`, then `closing`
         // (the order every path takes them in), so a tablet moving from one
         // to the next is reported once.
+        //
+        // Nothing here waits on a tablet's write path: the file list and
+        // the health are read without the writer lock, so a slow or stuck
+        // disk shows as stuck tablets, not as a silent (dead) server.
+        self.start_recoveries();
         let hosted: Vec<v1::HostedTablet> = {
             let opening = self.opening.lock();
             let m = self.tablets.read();
             let closing = self.closing.lock();
+            let recovering = self.recovering.lock();
             m.values()
                 .flatten()
-                .map(|t| v1::HostedTablet {
-                    table_id: t.table_id,
-                    tablet_id: t.id,
-                    epoch: t.epoch,
-                    files: t.store.immutable_files(),
-                    ..Default::default()
+                .map(|t| {
+                    let (condition, reason, stalled_ms) =
+                        condition_of(&t.store, self.cfg.tablet_stuck_ms);
+                    v1::HostedTablet {
+                        table_id: t.table_id,
+                        tablet_id: t.id,
+                        epoch: t.epoch,
+                        files: t.store.immutable_files(),
+                        condition: condition as i32,
+                        condition_reason: reason,
+                        io_stalled_ms: stalled_ms,
+                        ..Default::default()
+                    }
                 })
                 .chain(opening.iter().map(|&k| held(k, true, false)))
                 .chain(closing.iter().map(|&k| held(k, false, true)))
+                .chain(recovering.iter().map(|(&k, r)| v1::HostedTablet {
+                    condition: v1::TabletCondition::TabletRecovering as i32,
+                    condition_reason: r.reason.clone(),
+                    ..held(k, true, false)
+                }))
                 .collect()
         };
         let req = v1::HeartbeatRequest {
@@ -677,7 +960,8 @@ impl Tserver {
                     .read()
                     .get(&a.table)
                     .is_some_and(|v| v.iter().any(|t| (t.table_id, t.id, t.epoch) == k));
-                if open || !opening.insert(k) {
+                // A recovering tablet is reopened by its recovery.
+                if open || self.recovering.lock().contains_key(&k) || !opening.insert(k) {
                     continue;
                 }
             }
@@ -691,44 +975,22 @@ impl Tserver {
                         me.opening.lock().remove(&k);
                         return; // withdrawn before the open started
                     }
-                    let dir = me.tablet_dir(a.table_id, a.tablet_id);
-                    let r = std::fs::create_dir_all(&dir)
-                        .map_err(|e| e.to_string())
-                        .and_then(|_| {
-                            Store::open_shared(
-                                &dir,
-                                me.engine_options(a.durability, a.epoch),
-                                &me.engine,
-                            )
-                            .map_err(|e| e.to_string())
-                        });
+                    let r = me.open_store(a.table_id, a.tablet_id, a.durability, a.epoch);
                     match r {
                         Ok(store) => {
                             me.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
-                            let t = Arc::new(Tablet {
+                            me.install_tablet(Arc::new(Tablet {
                                 table: a.table.clone(),
                                 table_id: a.table_id,
                                 id: a.tablet_id,
                                 start: a.start,
                                 end: a.end,
                                 epoch: a.epoch,
+                                durability: a.durability,
                                 store: Arc::new(store),
                                 rows_written: AtomicU64::new(0),
                                 rows_read: Arc::new(AtomicU64::new(0)),
-                            });
-                            let mut m = me.tablets.write();
-                            if me.assigned.lock().contains(&k) {
-                                let v = m.entry(a.table).or_default();
-                                v.push(t);
-                                v.sort_by(|x, y| x.start.cmp(&y.start));
-                            } else {
-                                // Withdrawn while opening (moved or dropped).
-                                drop(m);
-                                if let Err(e) = t.store.close() {
-                                    tracing::error!(table = %t.table, tablet = t.id, error = %e,
-                                    "closing a withdrawn tablet failed");
-                                }
-                            }
+                            }));
                         }
                         Err(e) => {
                             tracing::warn!(table = %a.table, tablet = a.tablet_id, error = %e,
@@ -757,7 +1019,7 @@ impl Tserver {
             move |mut mgr| {
                 let me = me.clone();
                 async move {
-                    me.flush_old_writes().await;
+                    me.flush_old_writes();
                     me.heartbeat(&mut mgr).await
                 }
             },
@@ -767,7 +1029,20 @@ impl Tserver {
 
     /// Freezes (for flush) every tablet whose oldest unflushed write is
     /// older than `flush_max_age_ms`, so eventual readers see it soon.
-    async fn flush_old_writes(self: &Arc<Self>) {
+    /// Runs beside the heartbeat (a freeze takes the tablet's writer lock,
+    /// which a slow disk may hold for seconds), one pass at a time.
+    fn flush_old_writes(self: &Arc<Self>) {
+        if self.flushing_old.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.flush_old_writes_pass().await;
+            me.flushing_old.store(false, Ordering::Release);
+        });
+    }
+
+    async fn flush_old_writes_pass(self: &Arc<Self>) {
         let max = Duration::from_millis(self.cfg.flush_max_age_ms);
         let old: Vec<Arc<Tablet>> = self
             .tablets

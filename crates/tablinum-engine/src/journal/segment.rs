@@ -10,9 +10,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::codec::{crc, Put, Reader};
 use crate::error::{Error, Result, JOURNAL_REWIND_OP};
+use crate::faults::{self, StorageFaults};
 use crate::journal::record::{self, Record, HEADER_BYTES};
 
 /// Bytes of the segment header.
@@ -130,6 +132,8 @@ pub struct SegmentWriter {
     /// this holds the bytes of the last, partly filled page (from its
     /// start up to `len`). `None` for a new file, appended to in place.
     page_tail: Option<Vec<u8>>,
+    /// The fault seam every append and sync goes through (tests only).
+    faults: Option<Arc<dyn StorageFaults>>,
 }
 
 /// Asks the kernel to start writing `len` bytes of `file` from `offset` to
@@ -187,6 +191,7 @@ impl SegmentWriter {
             written_back: 0,
             preallocated: 0,
             page_tail: None,
+            faults: None,
         })
     }
 
@@ -217,12 +222,20 @@ impl SegmentWriter {
             written_back: 0,
             preallocated: 0,
             page_tail: Some(Vec::new()),
+            faults: None,
         };
         if let Err(e) = w.append(&header_bytes(id, kind, JOURNAL_VERSION)) {
             let _ = std::fs::remove_file(&w.path);
             return Err(e);
         }
         Ok(w)
+    }
+
+    /// Sends every later append and sync through `faults` (none: straight
+    /// to the file).
+    pub fn with_faults(mut self, faults: Option<Arc<dyn StorageFaults>>) -> Self {
+        self.faults = faults;
+        self
     }
 
     /// Whether this segment was written over a recycled file.
@@ -270,6 +283,10 @@ impl SegmentWriter {
     /// `JOURNAL_REWIND_OP` and the segment must not be written again.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let at = self.len;
+        if let Some(f) = &self.faults {
+            f.before_write(&self.path, bytes.len())
+                .map_err(|e| Error::io("append journal", &self.path, e))?;
+        }
         if let Some(tail) = self.page_tail.take() {
             return self.append_pages(tail, bytes);
         }
@@ -324,8 +341,7 @@ impl SegmentWriter {
 
     /// fdatasync of the file.
     pub fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
+        faults::sync_data(self.faults.as_deref(), &self.path, &self.file)
             .map_err(|e| Error::io("fsync journal", &self.path, e))
     }
 

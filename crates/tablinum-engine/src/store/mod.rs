@@ -49,6 +49,7 @@ use crate::options::Options;
 
 mod background;
 mod graveyard;
+mod health;
 mod journal_gc;
 mod open;
 mod order;
@@ -59,6 +60,8 @@ mod shared;
 mod write;
 
 use graveyard::Graveyard;
+pub use health::Health;
+use health::{IoSlot, IoTracker};
 pub use journal_gc::in_window;
 use order::{Level, Ordered};
 use read::View;
@@ -452,6 +455,19 @@ struct Inner {
     jobs: Jobs,
     /// Deletes obsolete files, deferring those a reservation names.
     graveyard: Arc<Graveyard>,
+    /// The journal I/O in flight and the last write fault (read by
+    /// `health` without the writer lock).
+    io: IoTracker,
+    /// After a journal write or sync failed for good: the active segment
+    /// and the length to cut it back to (its last good sync), while the
+    /// cut has not succeeded.
+    cut_pending: Mutex<Option<(PathBuf, u64)>>,
+    /// The id of the segment being written (mirrors the writer's, so the
+    /// file list is read without the writer lock).
+    active_segment: AtomicU64,
+    /// The sequence number of the last write appended (mirrors the
+    /// writer's, for `stats` without the writer lock).
+    last_seq: AtomicU64,
 }
 
 /// A key/value-separated store in one directory.
@@ -508,6 +524,14 @@ impl Inner {
             return Err(Error::Background(e.clone()));
         }
         Ok(())
+    }
+
+    /// `Err(Background)` once the store is poisoned.
+    fn check_poison(&self) -> Result<()> {
+        match self.bg_error.lock().as_ref() {
+            Some(e) => Err(Error::Background(e.clone())),
+            None => Ok(()),
+        }
     }
 
     fn fail_background(&self, e: &Error) {
@@ -581,13 +605,13 @@ impl Store {
 
     /// Reads a value.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         self.view().get(key)
     }
 
     /// Reads an object's metadata without reading its value.
     pub fn head(&self, key: &[u8]) -> Result<Option<Head>> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         self.view().head(key)
     }
 
@@ -596,13 +620,13 @@ impl Store {
         &self,
         range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
     ) -> Result<ObjectIter> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         self.view().objects(range.0, range.1)
     }
 
     /// Forward scan of (key, head) in `range`: ledger only, no value reads.
     pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         self.view().heads(range.0, range.1)
     }
 
@@ -615,14 +639,14 @@ impl Store {
         return_terms: bool,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         self.view()
             .index_query(name, terms.0, terms.1, return_terms, limit)
     }
 
     /// The tictac tree of (key, value hash) over `range`.
     pub fn aae_tree<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<TicTacTree> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         let mut t = TicTacTree::default();
         self.view().aae_fold(range.0, range.1, |k, h| t.add(k, h))?;
         Ok(t)
@@ -635,7 +659,7 @@ impl Store {
         range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
         segments: &[u32],
     ) -> Result<BTreeMap<Vec<u8>, u64>> {
-        self.inner.check_closed()?;
+        self.inner.check_open()?;
         let set: std::collections::HashSet<u32> = segments.iter().copied().collect();
         let mut out = BTreeMap::new();
         self.view().aae_fold(range.0, range.1, |k, h| {
@@ -788,7 +812,7 @@ impl Store {
 
     /// Counters describing the store now.
     pub fn stats(&self) -> Stats {
-        let last_seq = self.inner.lock_writer().next_seq - 1;
+        let last_seq = self.inner.last_seq.load(Ordering::Acquire);
         let sv = self.inner.current();
         let m = self.inner.lock_meta();
         Stats {
@@ -837,8 +861,11 @@ impl Store {
     /// This is what a tablet publishes for readers that open files directly
     /// (the scan servers); the list is a snapshot and may be stale a moment
     /// later.
+    ///
+    /// Takes no lock a writer holds: a heartbeat calls it while writers may
+    /// be stuck on a slow disk.
     pub fn immutable_files(&self) -> Vec<String> {
-        let active = self.inner.lock_writer().seg.id;
+        let active = self.inner.active_segment.load(Ordering::Acquire);
         let sv = self.inner.current();
         let mut out: Vec<String> = sv
             .levels
@@ -860,6 +887,35 @@ impl Store {
         );
         out.sort();
         out
+    }
+
+    /// The store's health now, and how long its oldest journal I/O has been
+    /// in flight. Takes no lock a writer holds.
+    pub fn health(&self) -> (Health, Duration) {
+        let stalled = self.inner.io.stalled();
+        if let Some(reason) = self.inner.bg_error.lock().clone() {
+            let cut_pending = self.inner.cut_pending.lock().is_some();
+            return (
+                Health::Poisoned {
+                    reason,
+                    cut_pending,
+                },
+                stalled,
+            );
+        }
+        if let Some((condition, reason)) = self.inner.io.write_fault() {
+            return (Health::Degraded { condition, reason }, stalled);
+        }
+        if let Some(reason) = self.inner.jobs.failing.lock().clone() {
+            let condition = self
+                .inner
+                .jobs
+                .failing_condition
+                .lock()
+                .unwrap_or(crate::faults::Condition::Io);
+            return (Health::Degraded { condition, reason }, stalled);
+        }
+        (Health::Serving, stalled)
     }
 
     /// `Err(Error::Fenced)` once an owner of a newer epoch has claimed this
@@ -898,8 +954,15 @@ impl Store {
 
     /// Stops background work and fsyncs the journal. Further calls fail with
     /// `Error::Closed`. Idempotent.
+    ///
+    /// On a poisoned store, `Ok` is never returned: the error says why it
+    /// was poisoned. If the journal could not yet be cut back to its last
+    /// good sync, every call tries again and fails with that error; only
+    /// once a call has failed with the poison's own error may the store be
+    /// opened again.
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
+            self.inner.retry_cut()?;
             return Ok(());
         }
         // Persist the memtables so the next open replays nothing, then seal
@@ -940,10 +1003,14 @@ impl Store {
             return Ok(());
         }
         let w = self.inner.lock_writer();
-        w.seg.sync()?;
-        if let Some(e) = self.inner.bg_error.lock().as_ref() {
-            return Err(Error::Background(e.clone()));
+        // A poisoned store syncs nothing (a sync after a failed one would
+        // succeed without writing what was dropped); it only makes sure the
+        // journal is cut back to its last good sync.
+        if let Some(e) = self.inner.bg_error.lock().clone() {
+            self.inner.retry_cut()?;
+            return Err(Error::Background(e));
         }
+        w.seg.sync()?;
         flushed?;
         let mut meta = self.inner.lock_meta();
         let (id, len, last) = (w.seg.id, w.seg.len, w.next_seq - 1);
@@ -988,10 +1055,12 @@ impl Snapshot {
     }
     /// Reads a value as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_poison()?;
         self.view().get(key)
     }
     /// Reads a head as of the snapshot.
     pub fn head(&self, key: &[u8]) -> Result<Option<Head>> {
+        self.inner.check_poison()?;
         self.view().head(key)
     }
     /// Scans (key, value) as of the snapshot.
@@ -999,10 +1068,12 @@ impl Snapshot {
         &self,
         range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
     ) -> Result<ObjectIter> {
+        self.inner.check_poison()?;
         self.view().objects(range.0, range.1)
     }
     /// Scans (key, head) as of the snapshot.
     pub fn scan_heads<'a>(&self, range: (Bound<&'a [u8]>, Bound<&'a [u8]>)) -> Result<HeadIter> {
+        self.inner.check_poison()?;
         self.view().heads(range.0, range.1)
     }
 }

@@ -26,6 +26,7 @@ use crate::options::{Durability, Options};
 
 use super::background::summaries;
 use super::graveyard::Graveyard;
+use super::health::IoTracker;
 use super::shared::Jobs;
 use super::write::{create_write_segment, Applied, Old};
 use super::{
@@ -325,6 +326,10 @@ impl Store {
             pool: shared.pool.clone(),
             jobs: Jobs::default(),
             graveyard,
+            io: IoTracker::new(),
+            cut_pending: Mutex::new(None),
+            active_segment: AtomicU64::new(first_id),
+            last_seq: AtomicU64::new(persisted_seq),
         });
         Self::replay(&inner, rebuild)?;
         // Whatever the ledger holds may want compacting.
@@ -480,6 +485,7 @@ impl Store {
         }
         let mut w = inner.lock_writer();
         w.next_seq = max_seq + 1;
+        inner.last_seq.store(max_seq, Ordering::Release);
         // Everything replayed is on disk: in sealed segments, synced at
         // their roll, or in the ones synced above.
         inner.durable_seq.store(max_seq, Ordering::Release);

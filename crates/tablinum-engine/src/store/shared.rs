@@ -188,6 +188,8 @@ pub(super) struct Jobs {
     pub(super) retries: AtomicU64,
     /// The last transient failure, while it is not yet overcome.
     pub(super) failing: Mutex<Option<String>>,
+    /// The fault rule's condition of that failure.
+    pub(super) failing_condition: Mutex<Option<crate::faults::Condition>>,
     /// The journal compaction thread is running a scheduled run of this store.
     journal_compacting: AtomicBool,
 }
@@ -208,6 +210,7 @@ impl Jobs {
         self.failures_in_row.store(0, Ordering::Relaxed);
         *self.retry_at.lock() = None;
         *self.failing.lock() = None;
+        *self.failing_condition.lock() = None;
     }
 }
 
@@ -435,6 +438,7 @@ impl Inner {
                 let delay = (RETRY_FIRST_MS << (n - 1).min(16)).min(RETRY_MAX_MS);
                 *self.jobs.retry_at.lock() = Some(Instant::now() + Duration::from_millis(delay));
                 *self.jobs.failing.lock() = Some(format!("{what}: {e}"));
+                *self.jobs.failing_condition.lock() = e.condition();
                 self.jobs.retries.fetch_add(1, Ordering::Relaxed);
                 if what == "compaction" {
                     // Try again once the backoff has passed.

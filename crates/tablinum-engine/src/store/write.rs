@@ -14,6 +14,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
+use crate::faults;
 use crate::fence::Fence;
 use crate::journal::record::{
     self, IndexTerm, RecordParts, FLAG_BATCH_CONTINUES, KIND_DELETE, KIND_PUT,
@@ -30,7 +31,8 @@ use crate::options::{
 use super::graveyard::Graveyard;
 use super::read::lookup;
 use super::{
-    Inner, MetaState, OpRef, PutOptions, Segment, SuperVersion, WriterState, STALL_RECHECK_MS,
+    Inner, IoSlot, MetaState, OpRef, PutOptions, Segment, SuperVersion, WriterState,
+    STALL_RECHECK_MS,
 };
 
 /// Creates write segment `id` with the journal settings of `opts`: the
@@ -44,7 +46,11 @@ pub(super) fn create_write_segment(
 ) -> Result<SegmentWriter> {
     if let Some(from) = graveyard.take_recycled() {
         match SegmentWriter::recycle(&from, dir, id) {
-            Ok(w) => return Ok(w.with_writeback(opts.journal_writeback_bytes)),
+            Ok(w) => {
+                return Ok(w
+                    .with_writeback(opts.journal_writeback_bytes)
+                    .with_faults(opts.faults.clone()))
+            }
             // A new file instead: if the failure was not the pool file's,
             // creating one fails the same way and says so.
             Err(_) => {
@@ -54,7 +60,8 @@ pub(super) fn create_write_segment(
     }
     Ok(SegmentWriter::create(dir, id, SegmentKind::Write)?
         .with_writeback(opts.journal_writeback_bytes)
-        .with_preallocation(opts.preallocate_bytes()))
+        .with_preallocation(opts.preallocate_bytes())
+        .with_faults(opts.faults.clone()))
 }
 
 pub(super) fn validate_key(key: &[u8]) -> Result<()> {
@@ -317,7 +324,7 @@ impl Inner {
         let r = self.roll_once(w);
         if let Err(e) = &r {
             if !e.is_transient() {
-                self.fail_background(e);
+                self.poison_journal(w, e);
             }
         }
         r
@@ -325,7 +332,10 @@ impl Inner {
 
     /// Seals the active segment and opens a new one (caller holds the writer lock).
     pub(super) fn roll_once(&self, w: &mut WriterState) -> Result<()> {
-        w.seg.sync()?;
+        {
+            let _in_flight = self.io.start(IoSlot::Roll);
+            w.seg.sync()?;
+        }
         self.synced_total
             .fetch_max(w.written_total, Ordering::AcqRel);
         let mut meta = self.lock_meta();
@@ -393,6 +403,7 @@ impl Inner {
         meta.state = next.state;
         self.publish_segments(&[(id, SegmentKind::Write)]);
         *self.sync_target.lock() = (sync_handle, new.path.clone());
+        self.active_segment.store(id, Ordering::Release);
         w.seg = new;
         w.seg_deletes = false;
         Ok(())
@@ -573,18 +584,26 @@ impl Inner {
             }
             // Set before the append: a failed one may still leave bytes.
             w.seg_deletes |= prepared.iter().any(|p| p.kind == KIND_DELETE);
+            let _in_flight = self.io.start(IoSlot::Append);
             let at = match w.seg.append(&buf) {
-                Ok(at) => at,
+                Ok(at) => {
+                    self.io.append_ok();
+                    at
+                }
                 // The failed append was cut off again: nothing happened.
-                Err(e) if e.is_transient() => return Err(e),
+                Err(e) if e.is_transient() => {
+                    self.io.append_failed(&e);
+                    return Err(e);
+                }
                 Err(e) => {
-                    self.fail_background(&e);
+                    self.poison_journal(&mut w, &e);
                     return Err(e);
                 }
             };
             w.written_total += buf.len() as u64;
             self.written_total.store(w.written_total, Ordering::Release);
             w.next_seq += prepared.len() as u64;
+            self.last_seq.store(w.next_seq - 1, Ordering::Release);
             w.buf = buf;
             let seg_id = w.seg.id;
             let mut off = at;
@@ -678,11 +697,13 @@ impl Inner {
                 drop(syncing);
                 // After a failed fsync the state of the page cache is
                 // unknown: never retry it, fail every waiter instead.
-                if let Some(e) = self.bg_error.lock().as_ref() {
-                    return Err(Error::Background(e.clone()));
-                }
+                self.check_poison()?;
                 continue;
             }
+            // A poisoned store never leads a sync: after a failed one, the
+            // next would succeed without writing the dropped pages, and the
+            // records it "covered" would count as durable (fsyncgate).
+            self.check_poison()?;
             *syncing = true;
             drop(syncing);
             // Read the total before the handle: if a roll happens in between,
@@ -690,18 +711,76 @@ impl Inner {
             // the new, so everything up to `total` is durable afterwards.
             let total = self.written_total.load(Ordering::Acquire);
             let (file, path) = self.sync_target.lock().clone();
-            let r = file.sync_data();
+            let r = {
+                let _in_flight = self.io.start(IoSlot::Sync);
+                faults::sync_data(self.opts.faults.as_deref(), &path, &file)
+            };
             self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-            if r.is_ok() {
-                self.synced_total.fetch_max(total, Ordering::AcqRel);
+            let failed = r.map_err(|e| Error::io("fsync journal", &path, e)).err();
+            match &failed {
+                None => {
+                    self.synced_total.fetch_max(total, Ordering::AcqRel);
+                }
+                // Poisoned before any waiter wakes or a new leader starts.
+                Some(e) => self.fail_background(e),
             }
             *self.syncing.lock() = false;
             self.sync_cv.notify_all();
-            if let Err(e) = r {
-                let e = Error::io("fsync journal", path, e);
-                self.fail_background(&e);
+            if let Some(e) = failed {
+                let mut w = self.lock_writer();
+                self.poison_journal(&mut w, &e);
                 return Err(e);
             }
+        }
+    }
+
+    /// Poisons the store after a journal write or sync failed for good, and
+    /// cuts the active segment back to its last good sync (caller holds the
+    /// writer lock, so nothing is appended after it): the bytes after it
+    /// may be in the page cache and not on the disk, and a reopen must not
+    /// replay them from the cache, serve them, then lose them when the
+    /// cache is dropped. If the cut fails it is retried by `close`, and the
+    /// store is not to be reopened until it has succeeded.
+    pub(super) fn poison_journal(&self, w: &mut WriterState, e: &Error) {
+        self.fail_background(e);
+        let unsynced = w
+            .written_total
+            .saturating_sub(self.synced_total.load(Ordering::Acquire));
+        let keep = w.seg.len.saturating_sub(unsynced).max(SEGMENT_HEADER_BYTES);
+        *self.cut_pending.lock() = Some((w.seg.path.clone(), keep));
+        // Later appends start at `len` and there are none: the store is
+        // poisoned. The writer's own view ends at the cut.
+        w.seg.len = keep.min(w.seg.len);
+        let _ = self.retry_cut();
+    }
+
+    /// Makes the pending cut of the journal (see `poison_journal`), if any:
+    /// truncate, then fsync through the fault seam. `Ok` once no cut is
+    /// pending.
+    pub(super) fn retry_cut(&self) -> Result<()> {
+        let mut pending = self.cut_pending.lock();
+        let Some((path, keep)) = pending.clone() else {
+            return Ok(());
+        };
+        // The file is a newer owner's now: it replayed what it found, and
+        // cutting that away under it would lose records it serves.
+        if self.fence.as_ref().is_some_and(|f| f.check().is_err()) {
+            *pending = None;
+            return Ok(());
+        }
+        let cut = (|| {
+            let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            if f.metadata()?.len() > keep {
+                f.set_len(keep)?;
+            }
+            faults::sync_data(self.opts.faults.as_deref(), &path, &f)
+        })();
+        match cut {
+            Ok(()) => {
+                *pending = None;
+                Ok(())
+            }
+            Err(e) => Err(Error::io("fsync journal (cut to last sync)", path, e)),
         }
     }
 }

@@ -164,18 +164,23 @@ impl TestCluster {
         self.running.as_ref().unwrap().grpc.to_string()
     }
 
+    /// The tablet server of the first process.
+    pub fn tserver(&self) -> &std::sync::Arc<tablinum_server::tserver::Tserver> {
+        self.running
+            .as_ref()
+            .unwrap()
+            .node
+            .tserver
+            .as_ref()
+            .unwrap()
+    }
+
     /// Waits (bounded) until every tablet of `table` is open on a server.
     pub fn wait_open(&self, table: &str, tablets: usize) {
         let t0 = Instant::now();
         loop {
             let hosted = self
-                .running
-                .as_ref()
-                .unwrap()
-                .node
-                .tserver
-                .as_ref()
-                .unwrap()
+                .tserver()
                 .hosted()
                 .iter()
                 .filter(|h| h.0 == table)
