@@ -169,12 +169,13 @@ enum Command {
     /// check per key and unavailability per fault kind. Exits 1 when the
     /// history is not linearizable or an acknowledged write was lost.
     Jepsen {
-        /// Length of the history, s (at least 48 covers every fault once).
-        #[arg(long, default_value_t = 48)]
+        /// Length of the history, s (at least 56 covers every fault once).
+        #[arg(long, default_value_t = 56)]
         seconds: u64,
         /// Only these fault kinds, comma-separated (default: all):
         /// kill-tserver-restart, kill-tserver, pause-tserver, kill-manager,
-        /// pause-manager, fsync-lost, fsync-fail, disk-full, slow-disk.
+        /// pause-manager, fsync-lost, fsync-fail, disk-full, slow-disk,
+        /// partition-tserver.
         #[arg(long, value_delimiter = ',', value_parser = tablinum_jepsen::Fault::parse)]
         faults: Vec<tablinum_jepsen::Fault>,
         /// Seed of the clients and the nemesis.

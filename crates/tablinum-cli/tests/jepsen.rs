@@ -1,8 +1,9 @@
-//! The Jepsen-style test in its short mode: 48 s of history on a manager
+//! The Jepsen-style test in its short mode: 56 s of history on a manager
 //! and three tablet server processes, six clients on ten registers, and
 //! every fault kind once (tablet server SIGKILL with and without a prompt
 //! restart, tablet server SIGSTOP beyond the heartbeat timeout, manager
-//! SIGKILL and restart, manager SIGSTOP; and on one tablet server's disk:
+//! SIGKILL and restart, manager SIGSTOP, a tablet server cut off from the
+//! manager beyond the heartbeat timeout; and on one tablet server's disk:
 //! failing fsyncs that lose the unsynced bytes, failing fsyncs that keep
 //! them cached, a full disk, a slow disk). The long mode is
 //! `tablinum jepsen --seconds N --seed S`.
@@ -23,7 +24,7 @@ fn short_history_is_linearizable_under_every_fault() {
     let cfg = RunConfig {
         bin: env!("CARGO_BIN_EXE_tablinum").into(),
         dir: dir.join("run"),
-        seconds: 48,
+        seconds: 56,
         seed,
         clients: 6,
         keys: 10,

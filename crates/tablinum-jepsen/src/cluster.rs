@@ -4,14 +4,17 @@
 //! at the same address), sharing one storage root and cluster secret.
 //!
 //! Owns starting, SIGKILL, restart, SIGSTOP and SIGCONT of its own children,
-//! and their disk faults (each tablet server runs with `TABLINUM_DISK_FAULTS`
-//! naming a control file here), and nothing else: it never signals a process it did not start, and
+//! their disk faults (each tablet server runs with `TABLINUM_DISK_FAULTS`
+//! naming a control file here) and their links to the manager (each tablet
+//! server reaches it through a `partition::Relay`), and nothing else: it never signals a process it did not start, and
 //! dropping it kills (and reaps) every child, paused ones included.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use crate::partition::Relay;
 
 /// How long a process may take to print its ready line, s.
 pub const READY_TIMEOUT_S: u64 = 30;
@@ -34,6 +37,9 @@ pub struct Cluster {
     pub manager: String,
     /// Each tablet server's gRPC address (index = tablet server number).
     pub tservers: Vec<String>,
+    /// Each tablet server's relay to the manager (index = tablet server
+    /// number): cutting it partitions that server from the manager.
+    relays: Vec<Relay>,
 }
 
 fn free_port() -> Result<u16, String> {
@@ -72,15 +78,20 @@ impl Cluster {
             }],
             manager: manager.clone(),
             tservers: Vec::new(),
+            relays: Vec::new(),
         };
         c.spawn(0)?;
         for i in 0..n {
             let addr = format!("127.0.0.1:{}", free_port()?);
             let cfg = dir.join(format!("tserver{i}.toml"));
+            // The server reaches the manager only through its relay.
+            let relay = Relay::start(&manager)?;
+            let via = relay.addr.clone();
+            c.relays.push(relay);
             write(
                 &cfg,
                 &format!(
-                    "[tserver]\nlisten = \"{addr}\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{manager}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\ncluster_secret_file = {secret:?}\n"
+                    "[tserver]\nlisten = \"{addr}\"\nhttp = \"127.0.0.1:0\"\nmanager = \"{via}\"\nstorage = {storage:?}\nheartbeat_interval_ms = 200\ncluster_secret_file = {secret:?}\n"
                 ),
             )?;
             c.procs.push(Proc {
@@ -234,9 +245,27 @@ impl Cluster {
         Ok(())
     }
 
-    /// Heals every disk, resumes every paused process and restarts every
-    /// dead one.
+    /// Cuts (`true`) or heals tablet server `i`'s link to the manager
+    /// (both directions; clients still reach both).
+    pub fn partition(&self, i: usize, cut: bool) -> Result<(), String> {
+        let r = i
+            .checked_sub(1)
+            .and_then(|t| self.relays.get(t))
+            .ok_or_else(|| format!("process {i} is not a tablet server"))?;
+        if cut {
+            r.cut();
+        } else {
+            r.heal();
+        }
+        Ok(())
+    }
+
+    /// Heals every link and disk, resumes every paused process and
+    /// restarts every dead one.
     pub fn heal(&mut self) -> Result<(), String> {
+        for r in &self.relays {
+            r.heal();
+        }
         for i in 0..self.procs.len() {
             if self.procs[i].role == "tserver" {
                 self.disk(i, "heal")?;

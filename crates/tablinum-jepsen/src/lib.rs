@@ -1,7 +1,8 @@
 //! A Jepsen-style test of a real tablinum cluster.
 //!
 //! - [`cluster`]: the manager and tablet servers as processes, with kill,
-//!   restart, pause and resume;
+//!   restart, pause, resume, disk faults and partitions;
+//! - [`partition`]: the relay that cuts one tablet server off the manager;
 //! - [`run`]: concurrent clients on a small set of registers, the nemesis
 //!   schedule (every fault kind once in short mode, then random kinds),
 //!   the recorded history (`history.jsonl`) and the report;
@@ -14,6 +15,7 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod partition;
 pub mod run;
 
 pub use run::{run, Fault, Report, RunConfig};

@@ -68,11 +68,14 @@ pub enum Fault {
     /// Every journal append and fsync of a tablet server takes 1.5 s more
     /// for a while.
     SlowDisk,
+    /// A tablet server is cut off from the manager (both ways) beyond the
+    /// heartbeat timeout, while clients still reach it.
+    PartitionTserver,
 }
 
 impl Fault {
     /// Every kind, in the order the short schedule uses.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::KillTserverRestart,
         Fault::KillTserver,
         Fault::PauseTserver,
@@ -82,6 +85,7 @@ impl Fault {
         Fault::FsyncFail,
         Fault::DiskFull,
         Fault::SlowDisk,
+        Fault::PartitionTserver,
     ];
 
     /// The unavailability target for this kind, ms (the targets;
@@ -90,7 +94,9 @@ impl Fault {
     pub fn target_ms(self, heartbeat_timeout_ms: u64) -> u64 {
         match self {
             Fault::KillTserverRestart => 2_000,
-            Fault::KillTserver | Fault::PauseTserver => heartbeat_timeout_ms + 2_000,
+            Fault::KillTserver | Fault::PauseTserver | Fault::PartitionTserver => {
+                heartbeat_timeout_ms + 2_000
+            }
             Fault::KillManager | Fault::PauseManager => 1_000,
             Fault::FsyncLost | Fault::FsyncFail | Fault::DiskFull | Fault::SlowDisk => {
                 self.disk_fault_ms() + heartbeat_timeout_ms + 2_000
@@ -131,6 +137,7 @@ impl Fault {
             Fault::FsyncFail => "fsync-fail",
             Fault::DiskFull => "disk-full",
             Fault::SlowDisk => "slow-disk",
+            Fault::PartitionTserver => "partition-tserver",
         }
     }
 
@@ -286,7 +293,7 @@ fn schedule(cfg: &RunConfig, rng: &mut impl Rng) -> Vec<(Duration, Fault, Durati
     let dur = |f: Fault| match f {
         Fault::KillTserverRestart => Duration::from_millis(300),
         Fault::KillTserver => Duration::from_millis(t + 3_000),
-        Fault::PauseTserver => Duration::from_millis(t + 2_000),
+        Fault::PauseTserver | Fault::PartitionTserver => Duration::from_millis(t + 2_000),
         Fault::KillManager => Duration::from_millis(1_000),
         Fault::PauseManager => Duration::from_millis(3_000),
         f => Duration::from_millis(f.disk_fault_ms()),
@@ -436,6 +443,10 @@ pub fn run(cfg: &RunConfig) -> Result<Report, String> {
             Fault::PauseTserver | Fault::PauseManager => cluster.pause(target).and_then(|()| {
                 std::thread::sleep(dur);
                 cluster.resume(target)
+            }),
+            Fault::PartitionTserver => cluster.partition(target, true).and_then(|()| {
+                std::thread::sleep(dur);
+                cluster.partition(target, false)
             }),
             Fault::FsyncLost | Fault::FsyncFail | Fault::DiskFull | Fault::SlowDisk => {
                 let cmd = fault.disk_command().unwrap_or("heal");
