@@ -1,0 +1,15 @@
+//! The dataflow's pure core (issue "Dataflow"): the pieces every operator,
+//! sink and validator of a flow uses, with no I/O, no clock, no runtime.
+//!
+//! - [`field`]: reads one field of a JSON record from its raw bytes (the
+//!   splitter's routing key) without decoding the record; comparisons for
+//!   filters; byte ranges.
+//! - [`validate`]: the built-in end-to-end validation: (window, sequence)
+//!   stamps and per-window bitsets that say expected, received, lost and
+//!   duplicated, mergeable across sink partitions and checkpointable.
+//!
+//! Topics, the definition file, workers and sinks build on these; they are
+//! not here yet.
+
+pub mod field;
+pub mod validate;
