@@ -7,9 +7,12 @@
 //! - [`validate`]: the built-in end-to-end validation: (window, sequence)
 //!   stamps and per-window bitsets that say expected, received, lost and
 //!   duplicated, mergeable across sink partitions and checkpointable.
+//! - [`generator`]: the report's ~870-byte JSON log records with a level
+//!   in a chosen split, stamped for the validator, deterministic by seed.
 //!
 //! Topics, the definition file, workers and sinks build on these; they are
 //! not here yet.
 
 pub mod field;
+pub mod generator;
 pub mod validate;
