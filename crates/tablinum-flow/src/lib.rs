@@ -1,6 +1,9 @@
 //! The dataflow's pure core (issue "Dataflow"): the pieces every operator,
 //! sink and validator of a flow uses, with no I/O, no clock, no runtime.
 //!
+//! - [`definition`]: the TOML definition of a flow (sources, operators,
+//!   sinks, wiring, parallelism), checked whole, every error naming its
+//!   line; edges, their partitioning and which are fused.
 //! - [`field`]: reads one field of a JSON record from its raw bytes (the
 //!   splitter's routing key) without decoding the record; comparisons for
 //!   filters; byte ranges.
@@ -10,9 +13,10 @@
 //! - [`generator`]: the report's ~870-byte JSON log records with a level
 //!   in a chosen split, stamped for the validator, deterministic by seed.
 //!
-//! Topics, the definition file, workers and sinks build on these; they are
+//! Topics, workers and sinks build on these; they are
 //! not here yet.
 
+pub mod definition;
 pub mod field;
 pub mod generator;
 pub mod validate;
