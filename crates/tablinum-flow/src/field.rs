@@ -84,6 +84,18 @@ impl Path {
     }
 }
 
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.segments.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            f.write_str(&String::from_utf8_lossy(seg))?;
+        }
+        Ok(())
+    }
+}
+
 /// A value found at a path: its raw bytes, and for a string its contents
 /// (borrowed unless it had escapes).
 #[derive(Debug, Clone, PartialEq)]

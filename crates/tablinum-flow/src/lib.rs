@@ -7,6 +7,8 @@
 //! - [`field`]: reads one field of a JSON record from its raw bytes (the
 //!   splitter's routing key) without decoding the record; comparisons for
 //!   filters; byte ranges.
+//! - [`ops`]: what a split, filter, projection or key operator does to
+//!   one record; unreadable records go to the dead-letter topic.
 //! - [`validate`]: the built-in end-to-end validation: (window, sequence)
 //!   stamps and per-window bitsets that say expected, received, lost and
 //!   duplicated, mergeable across sink partitions and checkpointable.
@@ -19,4 +21,5 @@
 pub mod definition;
 pub mod field;
 pub mod generator;
+pub mod ops;
 pub mod validate;
