@@ -96,7 +96,10 @@ fn client(e: &ClientError, cluster: Option<&str>) -> (Code, Option<String>) {
         ClientError::Server(m) if looks_like_wrong_protocol(m) => {
             (Code::Unreachable, Some(unreachable_hint(m, at)))
         }
-        ClientError::Server(_) | ClientError::OutcomeUnknown(_) | ClientError::Busy(_) => {
+        ClientError::Server(_)
+        | ClientError::OutcomeUnknown(_)
+        | ClientError::Busy(_)
+        | ClientError::Conflict(_) => {
             (Code::Failed, None)
         }
     }

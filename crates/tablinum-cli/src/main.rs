@@ -12,11 +12,13 @@
 //! arenas kept ~100 MiB of freed memory that the page cache needed.
 
 mod exit;
+mod flows;
 mod output;
 mod remote;
 mod repl;
 mod roles;
 mod shell;
+mod topics;
 mod transfer;
 mod verbs;
 
@@ -128,6 +130,22 @@ enum Command {
     Import(Remote<transfer::ImportArgs>),
     /// Write a table's objects (or a key range) as JSON lines or CSV.
     Export(Remote<transfer::ExportArgs>),
+    /// Check, run and validate dataflows (topics through operators into
+    /// topics, tables and files, exactly once).
+    Flow {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        #[command(subcommand)]
+        cmd: flows::FlowCommand,
+    },
+    /// Create, produce to, consume from, list, describe and drop topics
+    /// (partitioned, append-only logs).
+    Topic {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        #[command(subcommand)]
+        cmd: topics::TopicCommand,
+    },
     /// An interactive shell on the cluster (line editing, history,
     /// completion; the same verbs as the one-shot commands). With --local
     /// or --data: the engine shell on a local store instead.
@@ -279,6 +297,19 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
         Command::Token { cluster, cmd } => (cluster, Verb::Token(cmd)),
         Command::Import(r) => (r.cluster, Verb::Import(r.args)),
         Command::Export(r) => (r.cluster, Verb::Export(r.args)),
+        Command::Topic { cluster, cmd } => (cluster, Verb::Topic(cmd)),
+        Command::Flow {
+            cmd: flows::FlowCommand::Check { file },
+            ..
+        } => {
+            // Offline: no cluster needed to check a file.
+            let remote = remote::Resolved::offline();
+            let mut session = verbs::Session::new(remote, false);
+            return flows::run(&mut session, flows::FlowCommand::Check { file })
+                .map(|_| Outcome::Done)
+                .map_err(|e| (e, None));
+        }
+        Command::Flow { cluster, cmd } => (cluster, Verb::Flow(cmd)),
         Command::Shell {
             cluster,
             local,
@@ -395,7 +426,9 @@ fn run_local(command: Command) -> anyhow::Result<Outcome> {
         | Command::Status(_)
         | Command::Token { .. }
         | Command::Import(_)
-        | Command::Export(_) => unreachable!("cluster commands are run by `run`"),
+        | Command::Export(_)
+        | Command::Topic { .. }
+        | Command::Flow { .. } => unreachable!("cluster commands are run by `run`"),
     }
     Ok(Outcome::Done)
 }

@@ -113,6 +113,18 @@ pub struct Resolved {
     ca: Option<PathBuf>,
 }
 
+impl Resolved {
+    /// No cluster: for commands that never connect (checking a file).
+    pub fn offline() -> Resolved {
+        Resolved {
+            cluster: String::new(),
+            token: None,
+            token_file: None,
+            ca: None,
+        }
+    }
+}
+
 impl ClusterArg {
     /// Applies the config file and the built-in defaults.
     pub fn resolve(&self) -> anyhow::Result<Resolved> {

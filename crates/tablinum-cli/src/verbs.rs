@@ -72,6 +72,12 @@ pub enum Verb {
     Import(crate::transfer::ImportArgs),
     /// Write a table's objects (or a key range) as JSON lines or CSV.
     Export(crate::transfer::ExportArgs),
+    /// Create, produce to, consume from, list, describe and drop topics.
+    #[command(subcommand)]
+    Topic(crate::topics::TopicCommand),
+    /// Check, run and validate dataflows.
+    #[command(subcommand)]
+    Flow(crate::flows::FlowCommand),
 }
 
 /// A connection to one cluster, opened on first use and kept (the shell
@@ -131,6 +137,12 @@ pub fn run(s: &mut Session, verb: Verb) -> anyhow::Result<Outcome> {
         Verb::Token(cmd) => token(s, cmd)?,
         Verb::Import(a) => crate::transfer::import(s, a)?,
         Verb::Export(a) => crate::transfer::export(s, a)?,
+        Verb::Topic(cmd) => crate::topics::run(s, cmd)?,
+        Verb::Flow(cmd) => {
+            if !crate::flows::run(s, cmd)? {
+                return Ok(Outcome::NotFound);
+            }
+        }
     }
     Ok(Outcome::Done)
 }

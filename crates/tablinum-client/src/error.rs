@@ -38,6 +38,10 @@ pub enum Error {
     /// message names the limit. Nothing was changed. Not retried: a client
     /// that waited would hold its caller for the whole retry deadline.
     Busy(String),
+    /// A conditional write found another state than it expected (an
+    /// exactly-once writer's stored position moved: another instance of
+    /// it, or this one's earlier try, got there first). Nothing was changed.
+    Conflict(String),
 }
 
 impl fmt::Display for Error {
@@ -54,6 +58,7 @@ impl fmt::Display for Error {
             Error::PermissionDenied(m) => write!(f, "permission denied: {m}"),
             Error::OutcomeUnknown(m) => write!(f, "outcome unknown: {m}"),
             Error::Busy(m) => write!(f, "server busy: {m}"),
+            Error::Conflict(m) => write!(f, "conflict: {m}"),
         }
     }
 }
@@ -140,6 +145,7 @@ impl From<Status> for Error {
             Code::DeadlineExceeded => Error::Timeout(m),
             Code::Unauthenticated => Error::Unauthenticated(m),
             Code::PermissionDenied => Error::PermissionDenied(m),
+            Code::Aborted => Error::Conflict(m),
             // tonic's word for a connection that failed below gRPC (a TLS
             // server spoken to in plaintext, a reset): for anything but a
             // write (see write_outcome) nothing was applied.

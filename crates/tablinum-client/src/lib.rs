@@ -18,6 +18,7 @@ mod error;
 mod eventual;
 mod point;
 pub mod sortkey;
+pub mod topic;
 mod types;
 
 use std::collections::HashMap;
@@ -1344,6 +1345,12 @@ impl Client {
     /// The asynchronous client underneath.
     pub fn as_async(&self) -> &AsyncClient {
         &self.inner
+    }
+
+    /// Runs `f` to completion on this client's runtime: for synchronous
+    /// callers that drive the asynchronous client (a dataflow run).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
     }
 
     /// See [`AsyncClient::create_table`].

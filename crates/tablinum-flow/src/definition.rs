@@ -60,6 +60,27 @@ pub const COMMIT_INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// The route name that sends records to the flow's dead-letter topic.
 pub const DEAD_LETTER: &str = "dead-letter";
 
+/// Longest flow or node name, bytes.
+pub const NAME_BYTES_MAX: usize = 64;
+
+/// Checks a flow or node name: 1..=64 bytes of `[A-Za-z0-9_-]` (names
+/// become parts of topic, table, writer and file names).
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(format!(
+            "{name:?} is {} bytes; allowed are 1..={NAME_BYTES_MAX}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
+    {
+        return Err(format!("{name:?} has {c:?}; allowed are A-Z a-z 0-9 _ -"));
+    }
+    Ok(())
+}
+
 /// A definition the checks refused: what was wrong and on which line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -96,7 +117,7 @@ struct FileToml {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FlowToml {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     parallelism: Option<Spanned<u32>>,
     commit_interval_ms: Option<Spanned<u64>>,
     durability: Option<Spanned<String>>,
@@ -322,6 +343,12 @@ impl Flow {
             commit_interval_ms: None,
             durability: None,
         });
+        if let Some(n) = &flow.name {
+            check_name(n.get_ref()).map_err(|m| Error {
+                line: at(n.span()),
+                message: format!("flow name {m}"),
+            })?;
+        }
         let parallelism = match &flow.parallelism {
             Some(p) if !(1..=PARALLELISM_MAX).contains(p.get_ref()) => {
                 return err(
@@ -384,6 +411,9 @@ impl Flow {
                 let name = n.name.get_ref().clone();
                 if name.is_empty() || name == DEAD_LETTER {
                     return err(line, format!("{role} name {name:?} is reserved or empty"));
+                }
+                if let Err(m) = check_name(&name) {
+                    return err(line, format!("{role} name {m}"));
                 }
                 if let Some(first) = lines.insert(name.clone(), line) {
                     return err(
@@ -538,7 +568,7 @@ impl Flow {
             })
             .collect();
         Ok(Flow {
-            name: flow.name.unwrap_or_else(|| "flow".into()),
+            name: flow.name.map_or_else(|| "flow".into(), Spanned::into_inner),
             parallelism,
             commit_interval_ms,
             sync,

@@ -113,6 +113,49 @@ impl Generator {
     }
 }
 
+/// The exactly-once writer name generated records are appended under: its
+/// stored position in a partition is how many records it generated there,
+/// which is what a validator expects at the sinks.
+pub const GENERATOR_WRITER: &str = "generator";
+
+/// Records per window in a generated topic: a partition's offsets fill one
+/// window after another (the validator's per-window limit).
+pub const WINDOW_RECORDS: u64 = crate::validate::WINDOW_RECORDS_MAX as u64;
+
+/// The stamp of the record at `offset` of partition `p` of a generated
+/// topic of `partitions` partitions: windows go round the partitions, so
+/// every (partition, offset) has its own stamp and a partition's writer
+/// knows its next stamps from its next offset alone. `None`: past the
+/// stamp space.
+pub fn stamp_at(partitions: u32, p: u32, offset: u64) -> Option<Stamp> {
+    let w = (offset / WINDOW_RECORDS)
+        .checked_mul(u64::from(partitions))?
+        .checked_add(u64::from(p))?;
+    Some(Stamp {
+        window: u32::try_from(w).ok()?,
+        seq: (offset % WINDOW_RECORDS) as u32,
+    })
+}
+
+/// What a generated topic holds, as (window, records) pairs, from how many
+/// records each partition holds (`counts[p]`): what a validator expects.
+pub fn expected(counts: &[u64]) -> Vec<(u32, u32)> {
+    let parts = counts.len() as u32;
+    let mut out = Vec::new();
+    for (p, &n) in counts.iter().enumerate() {
+        let mut done = 0u64;
+        while done < n {
+            let take = (n - done).min(WINDOW_RECORDS);
+            if let Some(s) = stamp_at(parts, p as u32, done) {
+                out.push((s.window, take as u32));
+            }
+            done += take;
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +211,28 @@ mod tests {
         assert!((7_700..8_300).contains(&counts[0]), "{counts:?}");
         assert!((300..700).contains(&counts[2]), "{counts:?}");
         assert!(Split::new([50, 50, 1]).unwrap_err().contains("101"));
+    }
+
+    #[test]
+    fn generated_topics_stamp_each_offset_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in 0..3 {
+            for o in [
+                0,
+                1,
+                WINDOW_RECORDS - 1,
+                WINDOW_RECORDS,
+                3 * WINDOW_RECORDS + 5,
+            ] {
+                assert!(seen.insert(stamp_at(3, p, o).unwrap()));
+            }
+        }
+        assert_eq!(
+            stamp_at(3, 2, WINDOW_RECORDS + 4),
+            Some(Stamp { window: 5, seq: 4 })
+        );
+        assert_eq!(stamp_at(2, 0, u64::MAX), None);
+        let e = expected(&[WINDOW_RECORDS + 2, 0, 7]);
+        assert_eq!(e, vec![(0, WINDOW_RECORDS as u32), (2, 7), (3, 2)]);
     }
 }

@@ -1,5 +1,6 @@
-//! The dataflow's pure core (issue "Dataflow"): the pieces every operator,
-//! sink and validator of a flow uses, with no I/O, no clock, no runtime.
+//! The dataflow (issue "Dataflow"). Its pure core — the pieces every
+//! operator, sink and validator of a flow uses, with no I/O, no clock, no
+//! runtime:
 //!
 //! - [`definition`]: the TOML definition of a flow (sources, operators,
 //!   sinks, wiring, parallelism), checked whole, every error naming its
@@ -15,11 +16,16 @@
 //! - [`generator`]: the report's ~870-byte JSON log records with a level
 //!   in a chosen split, stamped for the validator, deterministic by seed.
 //!
-//! Topics, workers and sinks build on these; they are
-//! not here yet.
+//! Around that core, with I/O:
+//! - [`run`]: runs a flow against a cluster — one task per source
+//!   partition, operators fused in memory, every sink committing its
+//!   output with the input position it covers (exactly once per sink).
+//! - [`check`]: reads what sinks hold back and validates it.
 
+pub mod check;
 pub mod definition;
 pub mod field;
 pub mod generator;
 pub mod ops;
+pub mod run;
 pub mod validate;

@@ -70,6 +70,36 @@ impl Stamp {
     }
 }
 
+/// Splits a record into its JSON and its stamp tail: a record that ends
+/// with a newline and [`STAMP_BYTES`] bytes carries a stamp there (the
+/// generator's records); any other record is all JSON.
+pub fn split_tail(record: &[u8]) -> (&[u8], Option<Stamp>) {
+    match record.len().checked_sub(STAMP_BYTES + 1) {
+        Some(t) if record[t] == b'\n' => (&record[..t], Stamp::from_tail(record)),
+        _ => (record, None),
+    }
+}
+
+/// A record's stamp: its tail (see [`split_tail`]), else its JSON fields
+/// `"w"` and `"s"` (what a file or table sink keeps); `None`: unstamped.
+pub fn stamp_of(record: &[u8]) -> Option<Stamp> {
+    let (json, tail) = split_tail(record);
+    if tail.is_some() {
+        return tail;
+    }
+    let num = |name: &str| -> Option<u32> {
+        let p = crate::field::Path::parse(name).ok()?;
+        match crate::field::extract(json, &p).ok()?? {
+            crate::field::Value::Num(n) => std::str::from_utf8(n).ok()?.parse().ok(),
+            _ => None,
+        }
+    };
+    Some(Stamp {
+        window: num("w")?,
+        seq: num("s")?,
+    })
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Window {
     expected: u32,

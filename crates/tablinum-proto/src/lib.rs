@@ -12,6 +12,8 @@ pub mod v1 {
     tonic::include_proto!("tablinum.v1");
 }
 
+pub mod topic;
+
 /// Longest table name, bytes.
 pub const TABLE_NAME_BYTES_MAX: usize = 128;
 /// Most tablets in one table.

@@ -103,6 +103,7 @@ pub fn status_from_client(e: tablinum_client::Error) -> Status {
         E::PermissionDenied(m) => Status::permission_denied(m),
         E::OutcomeUnknown(m) => Status::unknown(m),
         E::Busy(m) => Status::resource_exhausted(m),
+        E::Conflict(m) => Status::aborted(m),
     }
 }
 

@@ -632,4 +632,11 @@ impl TabletServer for SserverService {
     ) -> Result<Response<v1::FlushResponse>, Status> {
         Err(read_only("Flush"))
     }
+
+    async fn append(
+        &self,
+        _req: Request<v1::AppendRequest>,
+    ) -> Result<Response<v1::AppendResponse>, Status> {
+        Err(read_only("Append"))
+    }
 }

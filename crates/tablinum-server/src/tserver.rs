@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use tablinum_engine::{Batch, Durability as EngineDurability, Options, PutOptions, Store};
+use tablinum_proto::topic;
 use tablinum_proto::v1::{
     self, manager_client::ManagerClient, scan_client_message::Msg,
     tablet_server_server::TabletServer as TabletRpc,
@@ -62,6 +63,10 @@ pub struct Tablet {
     pub rows_written: AtomicU64,
     /// Rows read from it here (gets, heads, scan rows).
     pub rows_read: Arc<AtomicU64>,
+    /// A topic partition's head, once read (appends hold this lock from
+    /// reading the head to their batch being durable, so offsets are
+    /// assigned in order; `None`: read it from the store first).
+    pub topic_head: tokio::sync::Mutex<Option<topic::Head>>,
 }
 
 impl Tablet {
@@ -557,6 +562,7 @@ impl Tserver {
                         store: Arc::new(store),
                         rows_written: AtomicU64::new(0),
                         rows_read: Arc::new(AtomicU64::new(0)),
+                        topic_head: tokio::sync::Mutex::new(None),
                     });
                     self.metrics.tablets_opened.fetch_add(1, Ordering::Relaxed);
                     // Serving before it leaves `recovering`, so every
@@ -990,6 +996,7 @@ impl Tserver {
                                 store: Arc::new(store),
                                 rows_written: AtomicU64::new(0),
                                 rows_read: Arc::new(AtomicU64::new(0)),
+                                topic_head: tokio::sync::Mutex::new(None),
                             }));
                         }
                         Err(e) => {
@@ -1162,6 +1169,19 @@ impl TabletRpc for TserverService {
                 return Err(ts.refuse(Status::invalid_argument(format!(
                     "mutation {i}: value is {} bytes; the limit is {value_max} bytes",
                     m.value.len()
+                ))));
+            }
+        }
+        if topic::topic_of(&req.table).is_some() {
+            if let Some((i, _)) = req
+                .mutations
+                .iter()
+                .enumerate()
+                .find(|(_, m)| !topic::is_group_key(&m.key) || m.delete)
+            {
+                return Err(ts.refuse(Status::invalid_argument(format!(
+                    "mutation {i}: table {} is a topic; its records are added with Append and a Write may only set consumer group positions",
+                    req.table
                 ))));
             }
         }
@@ -1446,4 +1466,158 @@ impl TabletRpc for TserverService {
             tablets: u32::try_from(tablets.len()).unwrap_or(u32::MAX),
         }))
     }
+    async fn append(
+        &self,
+        req: Request<v1::AppendRequest>,
+    ) -> Result<Response<v1::AppendResponse>, Status> {
+        let ts = &self.0;
+        authorize(&req, Need::Write, "Append")?;
+        let deadline = write_deadline(&req)?;
+        let req = req.into_inner();
+        ts.metrics.writes.fetch_add(1, Ordering::Relaxed);
+        check_append(&req).map_err(|s| ts.refuse(s))?;
+        let p = req.partition;
+        let tablet = ts.tablet_for(&req.table, req.table_id, &topic::record_key(p, 0))?;
+        if !tablet.contains(&topic::head_key(p)) {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "table {} is not laid out as a topic: partition {p} spans tablets",
+                req.table
+            ))));
+        }
+        // One append per partition at a time, from reading the head to the
+        // batch being durable: offsets are assigned densely and in order.
+        let mut head = tablet.topic_head.lock().await;
+        let current = match *head {
+            Some(h) => h,
+            None => {
+                let v = blocking(|| tablet.store.get(&topic::head_key(p)))
+                    .map_err(|e| ts.fenced(&tablet, e))?;
+                topic::Head::decode(v.as_deref()).map_err(Status::data_loss)?
+            }
+        };
+        if !req.writer.is_empty() {
+            let stored = blocking(|| {
+                tablet
+                    .store
+                    .get(&topic::writer_key(p, req.writer.as_bytes()))
+            })
+            .map_err(|e| ts.fenced(&tablet, e))?
+            .unwrap_or_default();
+            if stored != req.writer_expect {
+                *head = Some(current);
+                return Err(ts.refuse(Status::aborted(format!(
+                    "writer position moved: writer {:?} of partition {p} is at {}, the append expected {}; nothing was applied",
+                    req.writer,
+                    hex(&stored),
+                    hex(&req.writer_expect)
+                ))));
+            }
+        }
+        let n = req.records.len() as u64;
+        let next = topic::Head {
+            next: current.next + n,
+            start: current.start,
+        };
+        let mut batch = Batch::new();
+        for (i, r) in req.records.iter().enumerate() {
+            batch.put(&topic::record_key(p, current.next + i as u64), r);
+        }
+        batch.put(&topic::head_key(p), &next.encode());
+        if !req.writer.is_empty() {
+            batch.put(
+                &topic::writer_key(p, req.writer.as_bytes()),
+                &req.writer_position,
+            );
+        }
+        if let Some(d) = deadline {
+            if tablinum_proto::unix_ms() > d {
+                *head = Some(current);
+                return Err(ts.refuse(Status::deadline_exceeded(format!(
+                    "the caller's deadline passed {} ms before the append was read; it was not applied",
+                    tablinum_proto::unix_ms() - d
+                ))));
+            }
+        }
+        match blocking(|| tablet.store.write(&batch)) {
+            Ok(_) => *head = Some(next),
+            Err(e) => {
+                // Applied or not is unknown here: read the head again next time.
+                *head = None;
+                return Err(ts.fenced(&tablet, e));
+            }
+        }
+        ts.metrics.rows_written.fetch_add(n, Ordering::Relaxed);
+        tablet.rows_written.fetch_add(n, Ordering::Relaxed);
+        Ok(Response::new(v1::AppendResponse {
+            first_offset: current.next,
+            next_offset: next.next,
+        }))
+    }
+}
+
+/// Checks an append's shape before any tablet is looked up.
+fn check_append(req: &v1::AppendRequest) -> Result<(), Status> {
+    if topic::topic_of(&req.table).is_none() {
+        return Err(Status::invalid_argument(format!(
+            "Append needs a topic's table ({}NAME); {:?} is not one",
+            topic::TABLE_PREFIX,
+            req.table
+        )));
+    }
+    if req.records.is_empty() && req.writer.is_empty() {
+        return Err(Status::invalid_argument(
+            "an append needs at least one record (or a writer whose position it moves)",
+        ));
+    }
+    if req.records.len() > topic::APPEND_RECORDS_MAX {
+        return Err(Status::invalid_argument(format!(
+            "{} records in one append; the limit is {}",
+            req.records.len(),
+            topic::APPEND_RECORDS_MAX
+        )));
+    }
+    let value_max = tablinum_engine::options::VALUE_BYTES_MAX;
+    if let Some((i, r)) = req
+        .records
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.len() > value_max)
+    {
+        return Err(Status::invalid_argument(format!(
+            "record {i} is {} bytes; the limit is {value_max} bytes",
+            r.len()
+        )));
+    }
+    if req.writer.is_empty() {
+        if !req.writer_expect.is_empty() || !req.writer_position.is_empty() {
+            return Err(Status::invalid_argument(
+                "writer_expect and writer_position need a writer",
+            ));
+        }
+    } else {
+        topic::check_name("writer", &req.writer).map_err(Status::invalid_argument)?;
+        for (what, v) in [
+            ("writer_expect", &req.writer_expect),
+            ("writer_position", &req.writer_position),
+        ] {
+            if v.len() > topic::POSITION_BYTES_MAX {
+                return Err(Status::invalid_argument(format!(
+                    "{what} is {} bytes; the limit is {}",
+                    v.len(),
+                    topic::POSITION_BYTES_MAX
+                )));
+            }
+        }
+        if req.writer_position.is_empty() {
+            return Err(Status::invalid_argument("a writer needs a writer_position"));
+        }
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "none".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -1,0 +1,197 @@
+//! `tablinum flow ...`: check a dataflow definition, run it against a
+//! cluster (its tasks in this process), and validate what it delivered.
+//!
+//! Owns the command-line face of flows; what a flow does is
+//! `tablinum_flow::run`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Subcommand;
+use tablinum_flow::definition::Flow;
+use tablinum_flow::run::{progress_for, Progress, RunOptions};
+
+use crate::exit::usage;
+use crate::verbs::Session;
+
+macro_rules! out {
+    ($($t:tt)*) => {
+        writeln!(std::io::stdout(), $($t)*)?
+    };
+}
+
+/// Where file sinks write, by default (under `tablinum up`'s data directory).
+pub const ROOT_DEFAULT: &str = "tablinum-data/files";
+
+/// `tablinum flow ...`.
+#[derive(Debug, Subcommand)]
+pub enum FlowCommand {
+    /// Check a definition file without running it (every error names its
+    /// line).
+    Check {
+        /// The definition (TOML).
+        file: PathBuf,
+    },
+    /// Run a flow: one task per source partition in this process, until
+    /// Ctrl-C (or --until-idle-ms); resumes from what it committed.
+    Run {
+        /// The definition (TOML).
+        file: PathBuf,
+        /// Root directory of file sinks.
+        #[arg(long, default_value = ROOT_DEFAULT)]
+        root: PathBuf,
+        /// Stop once every task has been at the end of its input this long.
+        #[arg(long)]
+        until_idle_ms: Option<u64>,
+    },
+    /// Read every sink back and report expected, received, lost and
+    /// duplicated records (generated input only); exit 1 unless exact.
+    Validate {
+        /// The definition (TOML).
+        file: PathBuf,
+        /// Root directory of file sinks.
+        #[arg(long, default_value = ROOT_DEFAULT)]
+        root: PathBuf,
+    },
+}
+
+fn load(file: &Path) -> anyhow::Result<Flow> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    match Flow::parse(&text) {
+        Ok(f) => Ok(f),
+        Err(e) => usage!("{}: {e}", file.display()),
+    }
+}
+
+/// Runs one `flow` command; `false`: validation was not exact.
+pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
+    match cmd {
+        FlowCommand::Check { file } => {
+            let f = load(&file)?;
+            out!(
+                "{}: flow {} is valid: {} nodes, parallelism {}, commit every {} ms, {}",
+                file.display(),
+                f.name,
+                f.nodes.len(),
+                f.parallelism,
+                f.commit_interval_ms,
+                if f.sync { "sync" } else { "nosync" }
+            );
+        }
+        FlowCommand::Run {
+            file,
+            root,
+            until_idle_ms,
+        } => {
+            let flow = Arc::new(load(&file)?);
+            let c = s.client()?;
+            let mut opts = RunOptions::new(root);
+            opts.until_idle = until_idle_ms.map(Duration::from_millis);
+            if let Ok(v) = std::env::var(tablinum_flow::run::CRASH_AT_ENV) {
+                opts.crash_at =
+                    Some(tablinum_flow::run::parse_crash_at(&v).map_err(crate::exit::Usage)?);
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let progress = progress_for(&flow);
+            let done = Arc::new(AtomicBool::new(false));
+            let printer = {
+                let (p, done) = (progress.clone(), done.clone());
+                let name = flow.name.clone();
+                std::thread::spawn(move || show_progress(&name, &p, &done))
+            };
+            let t0 = Instant::now();
+            let r = c.block_on(async {
+                let stopper = stop.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        stopper.store(true, Ordering::Relaxed);
+                    }
+                });
+                tablinum_flow::run::run_with(
+                    c.as_async().clone(),
+                    flow.clone(),
+                    opts,
+                    stop,
+                    progress.clone(),
+                )
+                .await
+            });
+            done.store(true, Ordering::Relaxed);
+            let _ = printer.join();
+            r?;
+            let secs = t0.elapsed().as_secs_f64();
+            let n = progress.records_in.load(Ordering::Relaxed);
+            out!(
+                "flow {}: {n} records in {secs:.1} s ({:.0} records/s), {} commits",
+                flow.name,
+                n as f64 / secs.max(1e-9),
+                progress.commits.load(Ordering::Relaxed)
+            );
+            for (i, name) in progress.sink_names.iter().enumerate() {
+                out!(
+                    "  {name}: {} records, {} bytes",
+                    progress.records_out[i].load(Ordering::Relaxed),
+                    progress.bytes_out[i].load(Ordering::Relaxed)
+                );
+            }
+        }
+        FlowCommand::Validate { file, root } => {
+            let flow = load(&file)?;
+            let c = s.client()?;
+            let r = c.block_on(tablinum_flow::check::validate(c.as_async(), &flow, &root))?;
+            for sk in &r.sinks {
+                out!(
+                    "  {}: {} records ({} without a stamp)",
+                    sk.name,
+                    sk.records,
+                    sk.unstamped
+                );
+            }
+            let k = r.counts;
+            out!(
+                "flow {}: expected {}, received {}, lost {}, duplicated {}, unexpected {}: {}",
+                flow.name,
+                k.expected,
+                k.received,
+                k.lost,
+                k.duplicated,
+                k.unexpected,
+                if k.exact() { "EXACT" } else { "NOT EXACT" }
+            );
+            return Ok(k.exact());
+        }
+    }
+    Ok(true)
+}
+
+/// A progress line on standard error every second while the run goes.
+fn show_progress(name: &str, p: &Progress, done: &AtomicBool) {
+    let t0 = Instant::now();
+    let mut last = (0u64, Instant::now());
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.1.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let n = p.records_in.load(Ordering::Relaxed);
+        let rate = (n - last.0) as f64 / last.1.elapsed().as_secs_f64();
+        last = (n, Instant::now());
+        let sinks: Vec<String> = p
+            .sink_names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{s} {}", p.records_out[i].load(Ordering::Relaxed)))
+            .collect();
+        eprintln!(
+            "flow {name} {:>4.0} s: {n} in ({rate:.0}/s) | {} | {} tasks",
+            t0.elapsed().as_secs_f64(),
+            sinks.join(" | "),
+            p.tasks_running.load(Ordering::Relaxed)
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! `tablinum topic ...`: create, produce to, consume from, list, describe
+//! and drop topics on a cluster.
+//!
+//! Owns the command-line face of topics; offsets are assigned by the
+//! tablet servers, never here.
+
+use std::io::{BufRead, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use tablinum_client::topic::WriterCheck;
+use tablinum_client::{Client, Durability};
+use tablinum_flow::generator::{self, Generator, Split, GENERATOR_WRITER};
+
+use crate::exit::usage;
+use crate::output::{Field, Format, OutputArg, RowWriter};
+use crate::verbs::Session;
+
+macro_rules! out {
+    ($($t:tt)*) => {
+        writeln!(std::io::stdout(), $($t)*)?
+    };
+}
+
+/// Records per append of `topic produce`, by default.
+const PRODUCE_BATCH_DEFAULT: usize = 1_000;
+
+/// `tablinum topic ...`.
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic: a partitioned, append-only log.
+    Create {
+        /// Topic name (its table is `topic.NAME`).
+        name: String,
+        /// Partitions (1..=1024), one tablet each.
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        /// Acknowledge appends before fsync.
+        #[arg(long)]
+        nosync: bool,
+    },
+    /// Append records: one per line of --file or standard input, or
+    /// --generate N of the splitter report's stamped log records.
+    Produce(ProduceArgs),
+    /// Print records from an offset (one per line; -o json for offsets).
+    Consume(ConsumeArgs),
+    /// List topics.
+    List(OutputArg),
+    /// Show each partition's first retained and next offset, and the
+    /// generator's count.
+    Describe {
+        /// Topic name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArg,
+    },
+    /// Drop a topic and every record in it.
+    Drop {
+        /// Topic name.
+        name: String,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
+/// `topic produce`.
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    /// Topic name.
+    pub name: String,
+    /// Only this partition (default: batches go round the partitions).
+    #[arg(long)]
+    pub partition: Option<u32>,
+    /// Read records from this file, one per line (default: standard input).
+    #[arg(long, conflicts_with = "generate")]
+    pub file: Option<PathBuf>,
+    /// Records per append.
+    #[arg(long, default_value_t = PRODUCE_BATCH_DEFAULT)]
+    pub batch: usize,
+    /// Generate this many of the report's ~870-byte JSON log records per
+    /// partition, stamped for `tablinum flow validate` (exactly once: a
+    /// retried or repeated run never duplicates one).
+    #[arg(long)]
+    pub generate: Option<u64>,
+    /// Percent of INFO, WARNING and ERROR records (with --generate).
+    #[arg(long, value_delimiter = ',', default_value = "34,33,33")]
+    pub split: Vec<u8>,
+    /// The generator's seed (with --generate).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `topic consume`.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// Topic name.
+    pub name: String,
+    /// Only this partition (default: each in turn).
+    #[arg(long)]
+    pub partition: Option<u32>,
+    /// First offset (default: the group's position, else the first
+    /// retained).
+    #[arg(long)]
+    pub from: Option<u64>,
+    /// Consumer group: start at its stored position and store the new one
+    /// after printing.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Records per partition at most (default: to the end as it is now).
+    #[arg(long, default_value_t = 0)]
+    pub max: u64,
+    #[command(flatten)]
+    pub output: OutputArg,
+}
+
+fn partitions_of(c: &Client, name: &str, only: Option<u32>) -> anyhow::Result<Vec<u32>> {
+    let t = c.topic(name)?;
+    match only {
+        Some(p) if p >= t.partitions() => usage!(
+            "topic {name} has {} partitions; there is no partition {p}",
+            t.partitions()
+        ),
+        Some(p) => Ok(vec![p]),
+        None => Ok((0..t.partitions()).collect()),
+    }
+}
+
+/// Runs one `topic` command.
+pub fn run(s: &mut Session, cmd: TopicCommand) -> anyhow::Result<()> {
+    match cmd {
+        TopicCommand::Create {
+            name,
+            partitions,
+            nosync,
+        } => {
+            let d = if nosync {
+                Durability::Nosync
+            } else {
+                Durability::Sync
+            };
+            let t = s.client()?.create_topic(&name, partitions, d)?;
+            out!(
+                "created topic {} with {} partitions (table {})",
+                t.name,
+                t.partitions(),
+                t.table.name
+            );
+        }
+        TopicCommand::Produce(a) => {
+            let interactive = s.interactive;
+            produce(s.client()?, a, interactive)?
+        }
+        TopicCommand::Consume(a) => consume(s.client()?, a)?,
+        TopicCommand::List(o) => {
+            let topics = s.client()?.list_topics()?;
+            let mut w = RowWriter::stdout(o.format, &["name", "partitions", "durability"]);
+            for t in &topics {
+                let d = if t.table.durability == Durability::Nosync {
+                    "nosync"
+                } else {
+                    "sync"
+                };
+                w.row(&[
+                    Field::Text(&t.name),
+                    Field::Num(u64::from(t.partitions())),
+                    Field::Text(d),
+                ])?;
+            }
+            w.finish()?;
+        }
+        TopicCommand::Describe { name, output } => {
+            let c = s.client()?;
+            let mut w =
+                RowWriter::stdout(output.format, &["partition", "start", "next", "generated"]);
+            for p in partitions_of(c, &name, None)? {
+                let h = c.topic_head(&name, p)?;
+                let g = generated(c, &name, p)?;
+                w.row(&[
+                    Field::Num(u64::from(p)),
+                    Field::Num(h.start),
+                    Field::Num(h.next),
+                    Field::Num(g),
+                ])?;
+            }
+            w.finish()?;
+        }
+        TopicCommand::Drop { name, yes } => {
+            if !yes {
+                usage!("dropping topic {name} deletes every record in it: pass --yes");
+            }
+            s.client()?.drop_topic(&name)?;
+            out!("dropped topic {name}");
+        }
+    }
+    Ok(())
+}
+
+/// How many records `--generate` wrote to partition `p`.
+pub fn generated(c: &Client, topic: &str, p: u32) -> anyhow::Result<u64> {
+    let v = c.writer_position(topic, p, GENERATOR_WRITER)?;
+    if v.is_empty() {
+        return Ok(0);
+    }
+    tablinum_proto::topic::decode_offset(&v).map_err(anyhow::Error::msg)
+}
+
+fn produce(c: &Client, a: ProduceArgs, interactive: bool) -> anyhow::Result<()> {
+    if a.batch == 0 || a.batch > tablinum_proto::topic::APPEND_RECORDS_MAX {
+        usage!(
+            "--batch is 1..={} records, not {}",
+            tablinum_proto::topic::APPEND_RECORDS_MAX,
+            a.batch
+        );
+    }
+    let parts = partitions_of(c, &a.name, a.partition)?;
+    if let Some(n) = a.generate {
+        let [i, w, e] = a.split[..] else {
+            usage!(
+                "--split takes three percentages (INFO,WARNING,ERROR), not {:?}",
+                a.split
+            );
+        };
+        let split = Split::new([i, w, e]).map_err(crate::exit::Usage)?;
+        return generate(
+            c,
+            &a.name,
+            &parts,
+            n,
+            a.batch,
+            Generator::new(a.seed, split),
+        );
+    }
+    let input: Box<dyn BufRead> = match &a.file {
+        Some(f) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(f).with_context(|| format!("opening {}", f.display()))?,
+        )),
+        None if interactive => usage!("in the shell, produce reads --file or --generate"),
+        None => Box::new(std::io::stdin().lock()),
+    };
+    let mut batch = Vec::with_capacity(a.batch);
+    let mut total = 0u64;
+    let mut turn = 0usize;
+    let mut send = |batch: &mut Vec<Vec<u8>>| -> anyhow::Result<()> {
+        let p = parts[turn % parts.len()];
+        turn += 1;
+        let n = batch.len() as u64;
+        c.append(&a.name, p, std::mem::take(batch), None)
+            .with_context(|| format!("appending {n} records to partition {p}"))?;
+        total += n;
+        Ok(())
+    };
+    for line in input.split(b'\n') {
+        let mut line = line.context("reading records")?;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        batch.push(line);
+        if batch.len() == a.batch {
+            send(&mut batch)?;
+        }
+    }
+    if !batch.is_empty() {
+        send(&mut batch)?;
+    }
+    out!("appended {total} records to topic {}", a.name);
+    Ok(())
+}
+
+fn generate(
+    c: &Client,
+    topic: &str,
+    parts: &[u32],
+    n: u64,
+    batch: usize,
+    g: Generator,
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let mut last_report = Instant::now();
+    let all = parts.len() as u64 * n;
+    let partitions = c.topic(topic)?.partitions();
+    let mut done_all = 0u64;
+    for &p in parts {
+        let mut done = 0u64;
+        let mut position = generated(c, topic, p)?;
+        while done < n {
+            let take = (n - done).min(batch as u64);
+            let mut records = Vec::with_capacity(take as usize);
+            for i in 0..take {
+                let Some(stamp) = generator::stamp_at(partitions, p, position + i) else {
+                    anyhow::bail!("partition {p} is past the generator's stamp space");
+                };
+                let mut r = Vec::with_capacity(generator::RECORD_BYTES);
+                g.record(stamp, &mut r);
+                records.push(r);
+            }
+            let expect = if position == 0 {
+                Vec::new()
+            } else {
+                position.to_be_bytes().to_vec()
+            };
+            let check = WriterCheck {
+                writer: GENERATOR_WRITER.into(),
+                expect,
+                position: (position + take).to_be_bytes().to_vec(),
+            };
+            match c.append(topic, p, records, Some(check)) {
+                Ok(_) => {}
+                // An earlier try of this very append landed (its answer was
+                // lost): the stored position says so.
+                Err(tablinum_client::Error::Conflict(_))
+                    if generated(c, topic, p)? == position + take => {}
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "generating into partition {p} at record {position}"
+                    )))
+                }
+            }
+            position += take;
+            done += take;
+            done_all += take;
+            if last_report.elapsed().as_secs() >= 1 {
+                last_report = Instant::now();
+                eprintln!(
+                    "generated {done_all} of {all} records ({:.0} records/s)",
+                    done_all as f64 / t0.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    out!(
+        "generated {done_all} records into topic {topic} in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn consume(c: &Client, a: ConsumeArgs) -> anyhow::Result<()> {
+    if let Some(g) = &a.group {
+        tablinum_proto::topic::check_name("group", g).map_err(crate::exit::Usage)?;
+    }
+    let parts = partitions_of(c, &a.name, a.partition)?;
+    let mut w = RowWriter::stdout(a.output.format, &["partition", "offset", "value"]);
+    let text = a.output.format == Format::Text;
+    for p in parts {
+        let from = match (a.from, &a.group) {
+            (Some(f), _) => f,
+            (None, Some(g)) => match c.group_offset(&a.name, g, p)? {
+                Some(o) => o,
+                None => c.topic_head(&a.name, p)?.start,
+            },
+            (None, None) => c.topic_head(&a.name, p)?.start,
+        };
+        let mut failed: Option<std::io::Error> = None;
+        let next = c.read_topic(&a.name, p, from, a.max, &mut |r| {
+            let res = if text {
+                let mut o = std::io::stdout().lock();
+                o.write_all(&r.value).and_then(|()| o.write_all(b"\n"))
+            } else {
+                w.row(&[
+                    Field::Num(u64::from(p)),
+                    Field::Num(r.offset),
+                    Field::Bytes(&r.value),
+                ])
+            };
+            match res {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        if let Some(g) = &a.group {
+            c.commit_group(&a.name, g, p, next)?;
+        }
+    }
+    w.finish()?;
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! Topics and dataflows through the real binary: `tablinum up` as the
+//! cluster, `tablinum topic` and `tablinum flow` as a user types them. The
+//! splitter routes generated log records by level into a topic, a table and
+//! JSON-lines files (disjoint, so validation counts each record once),
+//! unreadable records into the dead-letter topic; the flow process is
+//! SIGKILLed at random moments over many rounds, the cluster itself once,
+//! and validation must still find every record exactly once.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{spawn_up, Procs, BIN};
+
+struct Cli {
+    grpc: String,
+    home: PathBuf,
+    dir: PathBuf,
+}
+
+struct Out {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+impl Cli {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .env("XDG_CONFIG_HOME", &self.home)
+            .env("TABLINUM_CLUSTER", &self.grpc)
+            .env_remove("TABLINUM_TOKEN")
+            .env_remove("TABLINUM_CONFIG");
+        cmd
+    }
+
+    fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut i = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = i.write_all(&data);
+        });
+        let o = child.wait_with_output().unwrap();
+        w.join().unwrap();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            out: String::from_utf8_lossy(&o.stdout).into_owned(),
+            err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args, b"");
+        assert_eq!(r.code, 0, "{args:?}: {}{}", r.out, r.err);
+        r.out
+    }
+}
+
+fn start(dir: &Path) -> (Procs, Cli) {
+    let home = dir.join("home");
+    let (child, grpc, _) = spawn_up(&dir.join("data"), &home);
+    (
+        Procs(vec![child]),
+        Cli {
+            grpc,
+            home,
+            dir: dir.to_path_buf(),
+        },
+    )
+}
+
+#[test]
+fn topics_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_procs, cli) = start(dir.path());
+    assert!(cli
+        .ok(&["topic", "create", "t", "--partitions", "2"])
+        .contains("created topic t with 2 partitions"));
+    let r = cli.run(
+        &["topic", "produce", "t", "--partition", "1", "--batch", "2"],
+        b"a\nb\nc\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(
+        cli.ok(&["topic", "consume", "t", "--partition", "1"]),
+        "a\nb\nc\n"
+    );
+    let j = cli.ok(&[
+        "topic",
+        "consume",
+        "t",
+        "--partition",
+        "1",
+        "--from",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(j.trim(), r#"{"offset":2,"partition":1,"value":"c"}"#);
+    // A group resumes where it stopped.
+    let args = ["topic", "consume", "t", "--group", "g", "--max", "2"];
+    assert_eq!(cli.ok(&args), "a\nb\n");
+    cli.run(&["topic", "produce", "t", "--partition", "1"], b"d\n");
+    assert_eq!(cli.ok(&args), "c\nd\n");
+    assert_eq!(cli.ok(&args), "");
+    assert!(cli.ok(&["topic", "list"]).starts_with("t\t2\tsync"));
+    assert_eq!(
+        cli.ok(&["topic", "describe", "t"]),
+        "0\t0\t0\t0\n1\t0\t4\t0\n"
+    );
+    // Mistakes are named.
+    let r = cli.run(&["topic", "consume", "t", "--partition", "5"], b"");
+    assert!(r.code == 2 && r.err.contains("no partition 5"), "{}", r.err);
+    let r = cli.run(&["topic", "consume", "nope"], b"");
+    assert!(r.code != 0 && r.err.contains("topic.nope"), "{}", r.err);
+    let r = cli.run(&["topic", "drop", "t"], b"");
+    assert!(r.code == 2 && r.err.contains("--yes"), "{}", r.err);
+    cli.ok(&["topic", "drop", "t", "--yes"]);
+    assert_eq!(cli.ok(&["topic", "list"]), "");
+}
+
+const SPLITTER: &str = r#"
+[flow]
+name = "split3"
+parallelism = 3
+commit_interval_ms = 200
+
+[[source]]
+name = "logs"
+kind = "topic"
+topic = "logs"
+
+[[operator]]
+name = "by-level"
+kind = "split"
+input = "logs"
+field = "level"
+routes = { INFO = "info", WARNING = "warnings", ERROR = "only-errors" }
+
+[[sink]]
+name = "info"
+input = "by-level"
+kind = "topic"
+topic = "logs.info"
+
+[[operator]]
+name = "warnings"
+kind = "filter"
+input = "by-level"
+field = "level"
+op = "eq"
+value = "WARNING"
+
+[[sink]]
+name = "warning-files"
+input = "warnings"
+kind = "files"
+dir = "warnings"
+format = "jsonl"
+
+[[operator]]
+name = "only-errors"
+kind = "project"
+input = "by-level"
+fields = ["level", "w", "s", "host"]
+
+[[sink]]
+name = "errors"
+input = "only-errors"
+kind = "table"
+table = "errors"
+key = "position"
+"#;
+
+fn validate(cli: &Cli, flow: &str) -> String {
+    let r = cli.run(&["flow", "validate", flow, "--root", "files"], b"");
+    assert!(r.code == 0 || r.code == 1, "{}{}", r.out, r.err);
+    r.out
+}
+
+fn spawn_flow(cli: &Cli, flow: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["flow", "run", flow, "--root", "files"];
+    args.extend_from_slice(extra);
+    cli.cmd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn run_to_idle(cli: &Cli, flow: &str, idle_ms: &str) -> Out {
+    cli.run(
+        &[
+            "flow",
+            "run",
+            flow,
+            "--root",
+            "files",
+            "--until-idle-ms",
+            idle_ms,
+        ],
+        b"",
+    )
+}
+
+fn spawn_flow_env(cli: &Cli, flow: &str, crash_at: &str) -> Child {
+    cli.cmd(&[
+        "flow",
+        "run",
+        flow,
+        "--root",
+        "files",
+        "--until-idle-ms",
+        "3000",
+    ])
+    .env(tablinum_flow_crash_env(), crash_at)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
+fn tablinum_flow_crash_env() -> &'static str {
+    "TABLINUM_FLOW_CRASH_AT"
+}
+
+#[test]
+fn the_splitter_delivers_every_record_once_across_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut procs, mut cli) = start(dir.path());
+    let flow = dir.path().join("split3.toml");
+    std::fs::write(&flow, SPLITTER).unwrap();
+    let flow = flow.to_str().unwrap().to_string();
+    // A definition error names its line; checking needs no cluster.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, SPLITTER.replace("op = \"eq\"", "op = \"like\"")).unwrap();
+    let r = cli.run(&["flow", "check", bad.to_str().unwrap()], b"");
+    assert!(r.code == 2 && r.err.contains("line 30"), "{}", r.err);
+    // The source must exist.
+    let r = cli.run(&["flow", "run", &flow, "--until-idle-ms", "100"], b"");
+    assert!(
+        r.code != 0 && r.err.contains("source topic logs does not exist"),
+        "{}",
+        r.err
+    );
+    cli.ok(&["topic", "create", "logs", "--partitions", "3"]);
+    cli.ok(&["topic", "produce", "logs", "--generate", "4000"]);
+    // Unreadable records go to the dead-letter topic, not nowhere.
+    let r = cli.run(
+        &["topic", "produce", "logs", "--partition", "2"],
+        b"not json\n{\"level\":\"DEBUG\"}\n{\"no\":1}\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+
+    // Kill the flow at random moments; more input arrives between rounds.
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rnd = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..6 {
+        let mut f = spawn_flow(&cli, &flow, &[]);
+        std::thread::sleep(Duration::from_millis(300 + rnd(1200)));
+        f.kill().unwrap();
+        f.wait().unwrap();
+        // And between two sinks' commits, where a replay must skip what
+        // the sinks committed already (sinks: info, warning-files, errors,
+        // dead-letter).
+        // New input first, so every task has something to commit.
+        cli.ok(&["topic", "produce", "logs", "--generate", "500"]);
+        let at = format!("{}:{}", 1 + rnd(3), rnd(3));
+        let mut f = spawn_flow_env(&cli, &flow, &at);
+        let status = f.wait().unwrap();
+        assert!(!status.success(), "the crash point {at} was not reached");
+        // Once, the cluster itself dies under the flow (SIGKILL) and comes
+        // back on the same data.
+        if round == 3 {
+            let mut f = spawn_flow(&cli, &flow, &[]);
+            std::thread::sleep(Duration::from_millis(300 + rnd(500)));
+            procs.0[0].kill().unwrap();
+            procs.0[0].wait().unwrap();
+            f.kill().unwrap();
+            f.wait().unwrap();
+            let (child, grpc, _) = spawn_up(&dir.path().join("data"), &cli.home);
+            procs.0[0] = child;
+            cli.grpc = grpc;
+        }
+    }
+    // A sink directory that disappears: a clear error, nothing lost.
+    std::fs::remove_dir_all(dir.path().join("files/warnings")).unwrap();
+    std::fs::write(dir.path().join("files/warnings"), b"not a directory").unwrap();
+    let r = run_to_idle(&cli, &flow, "500");
+    assert!(r.code != 0 && r.err.contains("files/warnings"), "{}", r.err);
+    std::fs::remove_file(dir.path().join("files/warnings")).unwrap();
+
+    // The last run goes to the end.
+    let t0 = Instant::now();
+    let r = run_to_idle(&cli, &flow, "1000");
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(t0.elapsed() < Duration::from_secs(120));
+    let v = validate(&cli, &flow);
+    // 3 partitions x (4000 + 6 x 500) generated records.
+    assert!(
+        v.contains("expected 21000, received 21000, lost 0, duplicated 0, unexpected 0: EXACT"),
+        "{v}"
+    );
+    assert!(
+        v.contains("dead-letter: 3 records (3 without a stamp)"),
+        "{v}"
+    );
+    // Every sink got its share, and the table rows are the projection.
+    for s in ["info", "warning-files", "errors"] {
+        let line = v
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{s}:")))
+            .unwrap();
+        let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(n > 5_000, "{line}");
+    }
+    let row = cli.ok(&["scan", "errors", "--limit", "1", "-o", "json"]);
+    assert!(
+        row.contains(r#"\"level\":\"ERROR\""#) && !row.contains("timestamp"),
+        "{row}"
+    );
+    // Running again finds nothing new and changes nothing.
+    cli.ok(&[
+        "flow",
+        "run",
+        &flow,
+        "--root",
+        "files",
+        "--until-idle-ms",
+        "300",
+    ]);
+    assert_eq!(validate(&cli, &flow), v);
+}

@@ -1,0 +1,1094 @@
+//! Runs a checked flow against a cluster: one task per source partition,
+//! each reading its partition in order, passing every record through the
+//! fused operators in memory and buffering what reaches each sink, then
+//! committing every sink together with the input position it covers.
+//!
+//! Exactly once, per sink (ARCHITECTURE.md, "Dataflow"): every sink keeps
+//! its own committed input position *atomically with its output* — a
+//! topic sink in the same Append as its records (a writer row checked and
+//! moved in that batch, so a retried or zombie append never lands twice), a
+//! file sink in the committed file's name (written aside, fsynced, renamed),
+//! a table sink after idempotent upserts (a replay writes the same rows
+//! again). A task resumes from the lowest committed position of its sinks
+//! and each sink drops what it already holds; operators are pure, so a
+//! replay makes the same records.
+//!
+//! Owns the task loop, the sinks' buffers and commits; never parses the
+//! definition (see [`crate::definition`]) or decides what an operator does
+//! (see [`crate::ops`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Write as _;
+use std::ops::ControlFlow;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tablinum_client::topic::WriterCheck;
+use tablinum_client::{AsyncClient, Durability, Mutation, Split as TableSplit};
+
+use crate::definition::{FileFormat, Flow, Kind, Operator, Sink, Source, TableKey};
+use crate::field::{extract, Value};
+use crate::ops::{apply, Outcome};
+use crate::validate::split_tail;
+
+/// Records one task reads per request to its source partition, at most.
+pub const READ_RECORDS_DEFAULT: u64 = 5_000;
+/// Bytes a task buffers for its sinks before it commits early.
+pub const BUFFER_BYTES_MAX: usize = 32 << 20;
+/// How long a task at the end of its partition waits before reading again.
+pub const POLL_MS_DEFAULT: u64 = 50;
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The storage root file sinks write under.
+    pub root: PathBuf,
+    /// Stop once every task has been at the end of its input this long
+    /// (none: run until stopped).
+    pub until_idle: Option<Duration>,
+    /// Records per read.
+    pub read_records: u64,
+    /// Wait at the end of the input before reading again.
+    pub poll: Duration,
+    /// Test seam: end the process (abort, as abrupt as SIGKILL) in the
+    /// run's commit number `.0` (counted from 1 over all tasks) right after
+    /// its sink number `.1` committed — between two sinks' commits, the
+    /// moment exactly-once must survive. Set by the CLI from
+    /// [`CRASH_AT_ENV`].
+    pub crash_at: Option<(u64, usize)>,
+}
+
+/// The environment variable `tablinum flow run` reads
+/// [`RunOptions::crash_at`] from: `COMMIT:SINK`, e.g. `3:1`.
+pub const CRASH_AT_ENV: &str = "TABLINUM_FLOW_CRASH_AT";
+
+/// Parses a [`CRASH_AT_ENV`] value.
+pub fn parse_crash_at(v: &str) -> Result<(u64, usize), String> {
+    let bad = || format!("{CRASH_AT_ENV}={v:?}: expected COMMIT:SINK, e.g. 3:1");
+    let (a, b) = v.split_once(':').ok_or_else(bad)?;
+    Ok((a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?))
+}
+
+impl RunOptions {
+    /// Defaults, file sinks under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> RunOptions {
+        RunOptions {
+            root: root.into(),
+            until_idle: None,
+            read_records: READ_RECORDS_DEFAULT,
+            poll: Duration::from_millis(POLL_MS_DEFAULT),
+            crash_at: None,
+        }
+    }
+}
+
+/// Why a run stopped with an error. Nothing committed is ever undone: a
+/// run started again resumes from the committed positions.
+#[derive(Debug)]
+pub enum RunError {
+    /// The flow cannot run as defined (a missing source topic, a
+    /// parallelism the source does not have, a kind not built yet).
+    Setup(String),
+    /// The cluster refused or failed a call.
+    Cluster(String),
+    /// A file sink's directory or file failed.
+    Io(String),
+    /// Another instance of a task committed past this one: this one stops.
+    Fenced(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Setup(m) => write!(f, "flow cannot start: {m}"),
+            RunError::Cluster(m) => write!(f, "flow: {m}"),
+            RunError::Io(m) => write!(f, "flow file sink: {m}"),
+            RunError::Fenced(m) => write!(f, "flow task fenced: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+fn cluster(what: impl fmt::Display) -> impl FnOnce(tablinum_client::Error) -> RunError {
+    move |e| RunError::Cluster(format!("{what}: {e}"))
+}
+
+/// Live counters of a run, for a progress line and the final report.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Records read from the sources.
+    pub records_in: AtomicU64,
+    /// Records committed to each sink (in [`Progress::sink_names`] order).
+    pub records_out: Vec<AtomicU64>,
+    /// Bytes committed to each sink.
+    pub bytes_out: Vec<AtomicU64>,
+    /// Sink names, the dead-letter topic last.
+    pub sink_names: Vec<String>,
+    /// Commits made (one per task per commit interval).
+    pub commits: AtomicU64,
+    /// Tasks still running.
+    pub tasks_running: AtomicU64,
+}
+
+/// The topic a flow's unreadable records go to.
+pub fn dead_letter_topic(flow: &Flow) -> String {
+    format!("{}.dead-letter", flow.name)
+}
+
+/// The table a flow keeps table sinks' positions in.
+pub fn state_table(flow: &Flow) -> String {
+    format!("flow.{}", flow.name)
+}
+
+/// One node of the compiled graph.
+struct PNode {
+    kind: Kind,
+    children: Vec<usize>,
+    sink: Option<usize>,
+}
+
+/// The graph with names resolved to indexes, shared by every task.
+struct Plan {
+    nodes: Vec<PNode>,
+    by_name: HashMap<String, usize>,
+    /// Sinks in order, the dead-letter topic last.
+    sinks: Vec<PlanSink>,
+    /// (node, topic) per source.
+    sources: Vec<(usize, String)>,
+}
+
+#[derive(Clone)]
+enum PlanSink {
+    Topic {
+        name: String,
+        topic: String,
+        partitions: u32,
+        hashed: bool,
+    },
+    Table {
+        name: String,
+        table: String,
+        key: TableKey,
+    },
+    Files {
+        dir: PathBuf,
+    },
+}
+
+struct Ctx {
+    c: AsyncClient,
+    flow: Arc<Flow>,
+    plan: Plan,
+    opts: RunOptions,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+}
+
+/// Creates what the flow writes to (output topics, the dead-letter topic,
+/// the state table) and checks what it reads; then runs every task until
+/// `stop` is set (or, with `until_idle`, the input stays at its end). The
+/// counters in `progress` are live; the returned ones are final.
+pub async fn run(
+    c: AsyncClient,
+    flow: Arc<Flow>,
+    opts: RunOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<Arc<Progress>, RunError> {
+    let progress = progress_for(&flow);
+    run_with(c, flow, opts, stop, progress.clone()).await?;
+    Ok(progress)
+}
+
+/// As [`run`], reporting into a `Progress` the caller made with
+/// [`progress_for`] (to watch it while the run goes).
+pub async fn run_with(
+    c: AsyncClient,
+    flow: Arc<Flow>,
+    opts: RunOptions,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> Result<(), RunError> {
+    let plan = prepare(&c, &flow, &opts).await?;
+    if progress.sink_names.len() != plan.sinks.len() {
+        return Err(RunError::Setup(
+            "the progress counters were made for another flow".into(),
+        ));
+    }
+    run_prepared(c, flow, plan, opts, stop, progress).await
+}
+
+/// Counters for [`run_with`]: one per sink of `flow`, the dead-letter
+/// topic last.
+pub fn progress_for(flow: &Flow) -> Arc<Progress> {
+    let mut names: Vec<String> = flow
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, Kind::Sink(_)))
+        .map(|n| n.name.clone())
+        .collect();
+    names.push(crate::definition::DEAD_LETTER.to_string());
+    Arc::new(Progress {
+        records_out: names.iter().map(|_| AtomicU64::new(0)).collect(),
+        bytes_out: names.iter().map(|_| AtomicU64::new(0)).collect(),
+        sink_names: names,
+        ..Progress::default()
+    })
+}
+
+async fn run_prepared(
+    c: AsyncClient,
+    flow: Arc<Flow>,
+    plan: Plan,
+    opts: RunOptions,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> Result<(), RunError> {
+    let ctx = Arc::new(Ctx {
+        c,
+        flow: flow.clone(),
+        plan,
+        opts,
+        stop: stop.clone(),
+        progress,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in 0..ctx.plan.sources.len() {
+        for p in 0..flow.parallelism {
+            let ctx = ctx.clone();
+            ctx.progress.tasks_running.fetch_add(1, Ordering::Relaxed);
+            tasks.spawn(async move {
+                let r = Task::start(ctx.clone(), s, p).await;
+                let r = match r {
+                    Ok(mut t) => t.run().await,
+                    Err(e) => Err(e),
+                };
+                ctx.progress.tasks_running.fetch_sub(1, Ordering::Relaxed);
+                r
+            });
+        }
+    }
+    let mut first_err = None;
+    while let Some(r) = tasks.join_next().await {
+        let r = r.unwrap_or_else(|e| Err(RunError::Cluster(format!("a task failed: {e}"))));
+        if let Err(e) = r {
+            // One task's failure stops the rest (each commits what it has).
+            stop.store(true, Ordering::Relaxed);
+            first_err.get_or_insert(e);
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn durability(flow: &Flow) -> Durability {
+    if flow.sync {
+        Durability::Sync
+    } else {
+        Durability::Nosync
+    }
+}
+
+/// A topic of at least `partitions` partitions, created if missing.
+async fn ensure_topic(c: &AsyncClient, flow: &Flow, topic: &str) -> Result<u32, RunError> {
+    match c.topic(topic).await {
+        Ok(t) if t.partitions() < flow.parallelism => Err(RunError::Setup(format!(
+            "output topic {topic} has {} partitions; parallelism {} needs at least as many",
+            t.partitions(),
+            flow.parallelism
+        ))),
+        Ok(t) => Ok(t.partitions()),
+        Err(tablinum_client::Error::NotFound(_)) => {
+            match c
+                .create_topic(topic, flow.parallelism, durability(flow))
+                .await
+            {
+                Ok(t) => Ok(t.partitions()),
+                // Another run made it at the same moment.
+                Err(tablinum_client::Error::AlreadyExists(_)) => Ok(c
+                    .topic(topic)
+                    .await
+                    .map_err(cluster(format!("topic {topic}")))?
+                    .partitions()),
+                Err(e) => Err(cluster(format!("creating topic {topic}"))(e)),
+            }
+        }
+        Err(e) => Err(cluster(format!("topic {topic}"))(e)),
+    }
+}
+
+async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan, RunError> {
+    let by_name: HashMap<String, usize> = flow
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    let mut nodes: Vec<PNode> = flow
+        .nodes
+        .iter()
+        .map(|n| PNode {
+            kind: n.kind.clone(),
+            children: Vec::new(),
+            sink: None,
+        })
+        .collect();
+    for (i, n) in flow.nodes.iter().enumerate() {
+        if let Some(input) = &n.input {
+            let up = by_name[input];
+            nodes[up].children.push(i);
+        }
+        if let Kind::Operator(_, true) = n.kind {
+            return Err(RunError::Setup(format!(
+                "line {}: materialized edges (an operator's output through a topic) are not built yet; drop `materialize`",
+                n.line
+            )));
+        }
+    }
+    let hashed_after: Vec<bool> = {
+        // A sink is hash-partitioned when a key operator is upstream of it.
+        let mut keyed = vec![false; nodes.len()];
+        for (i, n) in flow.nodes.iter().enumerate() {
+            let up = n.input.as_ref().map(|x| by_name[x]);
+            let from_up = up.is_some_and(|u| keyed[u]);
+            keyed[i] = from_up || matches!(n.kind, Kind::Operator(Operator::Key(_), _));
+        }
+        keyed
+    };
+    let mut sources = Vec::new();
+    let mut sinks = Vec::new();
+    for (i, n) in flow.nodes.iter().enumerate() {
+        match &n.kind {
+            Kind::Source(Source::Topic(t)) => {
+                let topic = c.topic(t).await.map_err(|e| match e {
+                    tablinum_client::Error::NotFound(_) => RunError::Setup(format!(
+                        "line {}: source topic {t} does not exist (tablinum topic create {t} --partitions {})",
+                        n.line, flow.parallelism
+                    )),
+                    e => cluster(format!("source topic {t}"))(e),
+                })?;
+                if topic.partitions() != flow.parallelism {
+                    return Err(RunError::Setup(format!(
+                        "line {}: source topic {t} has {} partitions but the flow's parallelism is {}: one task reads one partition, so they must match",
+                        n.line,
+                        topic.partitions(),
+                        flow.parallelism
+                    )));
+                }
+                sources.push((i, t.clone()));
+            }
+            Kind::Source(Source::Kafka { .. }) => {
+                return Err(RunError::Setup(format!(
+                    "line {}: Kafka sources are not built yet",
+                    n.line
+                )))
+            }
+            Kind::Sink(s) => {
+                nodes[i].sink = Some(sinks.len());
+                sinks.push(match s {
+                    Sink::Topic(t) => PlanSink::Topic {
+                        name: n.name.clone(),
+                        topic: t.clone(),
+                        partitions: ensure_topic(c, flow, t).await?,
+                        hashed: hashed_after[i],
+                    },
+                    Sink::Kafka { .. } => {
+                        return Err(RunError::Setup(format!(
+                            "line {}: Kafka sinks are not built yet",
+                            n.line
+                        )))
+                    }
+                    Sink::Table { table, key } => {
+                        match c.locations(table, true).await {
+                            Ok(_) => {}
+                            Err(tablinum_client::Error::NotFound(_)) => {
+                                let r = c
+                                    .create_table(table, TableSplit::Even(1), durability(flow))
+                                    .await;
+                                if let Err(e) = r {
+                                    if !matches!(e, tablinum_client::Error::AlreadyExists(_)) {
+                                        return Err(cluster(format!("creating table {table}"))(e));
+                                    }
+                                }
+                            }
+                            Err(e) => return Err(cluster(format!("table {table}"))(e)),
+                        }
+                        PlanSink::Table {
+                            name: n.name.clone(),
+                            table: table.clone(),
+                            key: key.clone(),
+                        }
+                    }
+                    Sink::Files { dir, format } => {
+                        if *format == FileFormat::Parquet {
+                            return Err(RunError::Setup(format!(
+                                "line {}: Parquet file sinks are not built yet; use format = \"jsonl\"",
+                                n.line
+                            )));
+                        }
+                        let d = opts.root.join(dir);
+                        std::fs::create_dir_all(&d).map_err(|e| {
+                            RunError::Io(format!("creating {}: {e}", d.display()))
+                        })?;
+                        PlanSink::Files { dir: d }
+                    }
+                });
+            }
+            Kind::Operator(..) => {}
+        }
+    }
+    let dl = dead_letter_topic(flow);
+    sinks.push(PlanSink::Topic {
+        name: crate::definition::DEAD_LETTER.to_string(),
+        partitions: ensure_topic(c, flow, &dl).await?,
+        topic: dl,
+        hashed: false,
+    });
+    if sinks.iter().any(|s| matches!(s, PlanSink::Table { .. })) {
+        let st = state_table(flow);
+        match c
+            .create_table(&st, TableSplit::Even(1), Durability::Sync)
+            .await
+        {
+            Ok(_) | Err(tablinum_client::Error::AlreadyExists(_)) => {}
+            Err(e) => return Err(cluster(format!("creating table {st}"))(e)),
+        }
+    }
+    Ok(Plan {
+        nodes,
+        by_name,
+        sinks,
+        sources,
+    })
+}
+
+/// A record on its way through the graph.
+struct Rec<'a> {
+    offset: u64,
+    json: std::borrow::Cow<'a, [u8]>,
+    tail: Option<&'a [u8]>,
+    key: Option<Vec<u8>>,
+}
+
+/// One output partition of a topic sink, as one task sees it.
+#[derive(Default)]
+struct OutPart {
+    /// The writer's committed input position (next offset), if any.
+    pos: Option<u64>,
+    buf: Vec<Vec<u8>>,
+}
+
+/// One sink as one task holds it: what is buffered and what is committed.
+enum SinkTask {
+    Topic {
+        topic: String,
+        writer: String,
+        hashed: bool,
+        parts: Vec<OutPart>,
+    },
+    Table {
+        table: String,
+        key: TableKey,
+        state_key: Vec<u8>,
+        pos: u64,
+        rows: Vec<Mutation>,
+    },
+    Files {
+        dir: PathBuf,
+        prefix: String,
+        pos: u64,
+        buf: Vec<u8>,
+        records: u64,
+        first: Option<u64>,
+    },
+}
+
+fn enc(pos: u64) -> Vec<u8> {
+    pos.to_be_bytes().to_vec()
+}
+
+fn dec(what: &str, v: &[u8]) -> Result<u64, RunError> {
+    tablinum_proto::topic::decode_offset(v)
+        .map_err(|m| RunError::Cluster(format!("{what}: stored position: {m}")))
+}
+
+/// FNV-1a: the output partition of a keyed record.
+fn hash(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl SinkTask {
+    /// The input position this sink has committed (next offset to read).
+    fn committed(&self) -> u64 {
+        match self {
+            SinkTask::Topic { parts, .. } => parts.iter().filter_map(|p| p.pos).min().unwrap_or(0),
+            SinkTask::Table { pos, .. } | SinkTask::Files { pos, .. } => *pos,
+        }
+    }
+
+    fn buffered(&self) -> usize {
+        match self {
+            SinkTask::Topic { parts, .. } => parts
+                .iter()
+                .map(|p| p.buf.iter().map(Vec::len).sum::<usize>())
+                .sum(),
+            SinkTask::Table { rows, .. } => rows.iter().map(|m| m.value.len()).sum(),
+            SinkTask::Files { buf, .. } => buf.len(),
+        }
+    }
+}
+
+/// One source partition's task.
+struct Task {
+    ctx: Arc<Ctx>,
+    source: usize,
+    topic: String,
+    p: u32,
+    sinks: Vec<SinkTask>,
+    /// The next input offset to read.
+    next: u64,
+    /// The input position the buffers cover up to (what the next commit
+    /// stores).
+    last_commit: Instant,
+}
+
+impl Task {
+    async fn start(ctx: Arc<Ctx>, source: usize, p: u32) -> Result<Task, RunError> {
+        let (src_node, topic) = ctx.plan.sources[source].clone();
+        let src_name = ctx.flow.nodes[src_node].name.clone();
+        let mut sinks = Vec::new();
+        for s in &ctx.plan.sinks {
+            sinks.push(match s {
+                PlanSink::Topic {
+                    name,
+                    topic: out,
+                    partitions,
+                    hashed,
+                } => {
+                    let writer = format!("{}/{name}/{src_name}:{p}", ctx.flow.name);
+                    let targets: Vec<u32> = if *hashed {
+                        (0..*partitions).collect()
+                    } else {
+                        vec![p]
+                    };
+                    let mut parts: Vec<OutPart> =
+                        (0..*partitions).map(|_| OutPart::default()).collect();
+                    for q in targets {
+                        let v = ctx
+                            .c
+                            .writer_position(out, q, &writer)
+                            .await
+                            .map_err(cluster(format!("reading {writer} in {out}")))?;
+                        parts[q as usize].pos =
+                            Some(if v.is_empty() { 0 } else { dec(&writer, &v)? });
+                    }
+                    SinkTask::Topic {
+                        topic: out.clone(),
+                        writer,
+                        hashed: *hashed,
+                        parts,
+                    }
+                }
+                PlanSink::Table { name, table, key } => {
+                    let state_key = format!("{name}/{src_name}/{p}").into_bytes();
+                    let st = state_table(&ctx.flow);
+                    let v = ctx
+                        .c
+                        .get(&st, &state_key)
+                        .await
+                        .map_err(cluster(format!("reading positions in {st}")))?;
+                    let pos = match v {
+                        Some(v) => dec(name, &v)?,
+                        None => 0,
+                    };
+                    SinkTask::Table {
+                        table: table.clone(),
+                        key: key.clone(),
+                        state_key,
+                        pos,
+                        rows: Vec::new(),
+                    }
+                }
+                PlanSink::Files { dir, .. } => {
+                    let prefix = format!("{src_name}-{p:05}-");
+                    let pos = files_position(dir, &prefix)?;
+                    SinkTask::Files {
+                        dir: dir.clone(),
+                        prefix,
+                        pos,
+                        buf: Vec::new(),
+                        records: 0,
+                        first: None,
+                    }
+                }
+            });
+        }
+        // Resume at the lowest committed position; each sink skips what
+        // it holds already.
+        let next = sinks.iter().map(SinkTask::committed).min().unwrap_or(0);
+        let start = ctx
+            .c
+            .topic_head(&topic, p)
+            .await
+            .map_err(cluster(format!("topic {topic} partition {p}")))?
+            .start;
+        Ok(Task {
+            ctx,
+            source,
+            topic,
+            p,
+            sinks,
+            next: next.max(start),
+            last_commit: Instant::now(),
+        })
+    }
+
+    async fn run(&mut self) -> Result<(), RunError> {
+        let interval = Duration::from_millis(self.ctx.flow.commit_interval_ms);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            if self.ctx.stop.load(Ordering::Relaxed) {
+                return self.commit().await;
+            }
+            let mut got: Vec<tablinum_client::topic::Record> = Vec::new();
+            let max = self.ctx.opts.read_records;
+            self.ctx
+                .c
+                .read_topic(&self.topic, self.p, self.next, max, &mut |r| {
+                    got.push(r);
+                    ControlFlow::Continue(())
+                })
+                .await
+                .map_err(cluster(format!(
+                    "reading topic {} partition {}",
+                    self.topic, self.p
+                )))?;
+            if got.is_empty() {
+                if self.dirty() {
+                    self.commit().await?;
+                }
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if self
+                    .ctx
+                    .opts
+                    .until_idle
+                    .is_some_and(|d| since.elapsed() >= d)
+                {
+                    return Ok(());
+                }
+                tokio::time::sleep(self.ctx.opts.poll).await;
+                continue;
+            }
+            idle_since = None;
+            self.ctx
+                .progress
+                .records_in
+                .fetch_add(got.len() as u64, Ordering::Relaxed);
+            for r in &got {
+                self.route(r)?;
+                self.next = r.offset + 1;
+            }
+            let buffered: usize = self.sinks.iter().map(SinkTask::buffered).sum();
+            if self.last_commit.elapsed() >= interval || buffered >= BUFFER_BYTES_MAX {
+                self.commit().await?;
+            }
+        }
+    }
+
+    /// Whether a commit would move any sink's position.
+    fn dirty(&self) -> bool {
+        self.sinks.iter().any(|s| match s {
+            SinkTask::Topic { parts, .. } => parts
+                .iter()
+                .any(|p| p.pos.is_some_and(|x| x < self.next) || !p.buf.is_empty()),
+            SinkTask::Table { pos, .. } => *pos < self.next,
+            SinkTask::Files { buf, .. } => !buf.is_empty(),
+        })
+    }
+
+    fn route(&mut self, r: &tablinum_client::topic::Record) -> Result<(), RunError> {
+        let (json, tail_stamp) = split_tail(&r.value);
+        let tail = tail_stamp.map(|_| &r.value[json.len()..]);
+        let src = self.ctx.plan.sources[self.source].0;
+        let rec = Rec {
+            offset: r.offset,
+            json: std::borrow::Cow::Borrowed(json),
+            tail,
+            key: None,
+        };
+        let ctx = self.ctx.clone();
+        for &child in &ctx.plan.nodes[src].children {
+            self.visit(&ctx, child, &rec, &r.value)?;
+        }
+        Ok(())
+    }
+
+    fn visit(&mut self, ctx: &Ctx, node: usize, rec: &Rec<'_>, raw: &[u8]) -> Result<(), RunError> {
+        let n = &ctx.plan.nodes[node];
+        match &n.kind {
+            Kind::Operator(op, _) => match apply(op, &rec.json) {
+                Outcome::Forward(Some(to)) => {
+                    let i = ctx.plan.by_name[&to];
+                    self.visit(ctx, i, rec, raw)?;
+                }
+                Outcome::Forward(None) => {
+                    for &c in &n.children {
+                        self.visit(ctx, c, rec, raw)?;
+                    }
+                }
+                Outcome::Rewritten(b) => {
+                    let r2 = Rec {
+                        offset: rec.offset,
+                        json: std::borrow::Cow::Owned(b),
+                        tail: rec.tail,
+                        key: rec.key.clone(),
+                    };
+                    for &c in &n.children {
+                        self.visit(ctx, c, &r2, raw)?;
+                    }
+                }
+                Outcome::Keyed(k) => {
+                    let r2 = Rec {
+                        offset: rec.offset,
+                        json: rec.json.clone(),
+                        tail: rec.tail,
+                        key: Some(k),
+                    };
+                    for &c in &n.children {
+                        self.visit(ctx, c, &r2, raw)?;
+                    }
+                }
+                Outcome::Dropped => {}
+                Outcome::DeadLetter(_) => self.dead_letter(rec.offset, raw),
+            },
+            Kind::Sink(_) => {
+                let s = n.sink.expect("sinks are indexed in prepare");
+                self.deliver(ctx, s, rec, raw);
+            }
+            Kind::Source(_) => {}
+        }
+        Ok(())
+    }
+
+    fn dead_letter(&mut self, offset: u64, raw: &[u8]) {
+        let last = self.sinks.len() - 1;
+        if let SinkTask::Topic { parts, .. } = &mut self.sinks[last] {
+            let part = &mut parts[self.p as usize];
+            if part.pos.unwrap_or(0) <= offset {
+                part.buf.push(raw.to_vec());
+            }
+        }
+    }
+
+    fn deliver(&mut self, ctx: &Ctx, s: usize, rec: &Rec<'_>, raw: &[u8]) {
+        let p = self.p;
+        match &mut self.sinks[s] {
+            SinkTask::Topic { parts, hashed, .. } => {
+                let q = match (&rec.key, *hashed) {
+                    (Some(k), true) => (hash(k) % parts.len() as u64) as usize,
+                    _ => p as usize,
+                };
+                let part = &mut parts[q];
+                if part.pos.unwrap_or(0) > rec.offset {
+                    return;
+                }
+                let mut v = Vec::with_capacity(rec.json.len() + 9);
+                v.extend_from_slice(&rec.json);
+                if let Some(t) = rec.tail {
+                    v.extend_from_slice(t);
+                }
+                part.buf.push(v);
+            }
+            SinkTask::Table { key, pos, rows, .. } => {
+                if *pos > rec.offset {
+                    return;
+                }
+                let k = match key {
+                    TableKey::Position => {
+                        let src = &ctx.flow.nodes[ctx.plan.sources[self.source].0].name;
+                        format!("{src}/{p:05}/{:020}", rec.offset).into_bytes()
+                    }
+                    TableKey::Field(path) => match extract(&rec.json, path) {
+                        Ok(Some(Value::Str(s))) if !s.is_empty() => s.into_owned(),
+                        Ok(Some(Value::Num(n))) => n.to_vec(),
+                        _ => {
+                            self.dead_letter(rec.offset, raw);
+                            return;
+                        }
+                    },
+                };
+                if k.len() > 4096 {
+                    self.dead_letter(rec.offset, raw);
+                    return;
+                }
+                rows.push(Mutation {
+                    key: k,
+                    value: rec.json.to_vec(),
+                    ..Default::default()
+                });
+            }
+            SinkTask::Files {
+                pos,
+                buf,
+                records,
+                first,
+                ..
+            } => {
+                if *pos > rec.offset {
+                    return;
+                }
+                first.get_or_insert(rec.offset);
+                buf.extend_from_slice(&rec.json);
+                buf.push(b'\n');
+                *records += 1;
+            }
+        }
+    }
+
+    /// Commits every sink at the current input position.
+    async fn commit(&mut self) -> Result<(), RunError> {
+        let to = self.next;
+        let number = self.ctx.progress.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        for (i, s) in self.sinks.iter_mut().enumerate() {
+            let (n, bytes) = commit_sink(&self.ctx, s, to).await?;
+            self.ctx.progress.records_out[i].fetch_add(n, Ordering::Relaxed);
+            self.ctx.progress.bytes_out[i].fetch_add(bytes, Ordering::Relaxed);
+            if self.ctx.opts.crash_at == Some((number, i)) {
+                eprintln!("{CRASH_AT_ENV}: ending the process after commit {number}, sink {i}");
+                std::process::abort();
+            }
+        }
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+}
+
+/// Commits one sink's buffer with input position `to`; returns the
+/// records and bytes it committed.
+async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, to: u64) -> Result<(u64, u64), RunError> {
+    match s {
+        SinkTask::Topic {
+            topic,
+            writer,
+            parts,
+            ..
+        } => {
+            let mut n = 0u64;
+            let mut bytes = 0u64;
+            for (q, part) in parts.iter_mut().enumerate() {
+                let Some(pos) = part.pos else { continue };
+                if pos >= to && part.buf.is_empty() {
+                    continue;
+                }
+                let records = std::mem::take(&mut part.buf);
+                let (rn, rb) = (
+                    records.len() as u64,
+                    records.iter().map(|r| r.len() as u64).sum::<u64>(),
+                );
+                let check = WriterCheck {
+                    writer: writer.clone(),
+                    expect: if pos == 0 { Vec::new() } else { enc(pos) },
+                    position: enc(to),
+                };
+                match ctx.c.append(topic, q as u32, records, Some(check)).await {
+                    Ok(_) => {}
+                    Err(tablinum_client::Error::Conflict(m)) => {
+                        // An earlier try of this append landed (its answer
+                        // was lost), or another instance got there first.
+                        let now = ctx
+                            .c
+                            .writer_position(topic, q as u32, writer)
+                            .await
+                            .map_err(cluster(format!("reading {writer} in {topic}")))?;
+                        if now != enc(to) {
+                            return Err(RunError::Fenced(format!(
+                                "{writer} in topic {topic} partition {q}: {m}"
+                            )));
+                        }
+                    }
+                    Err(e) => {
+                        return Err(cluster(format!("appending to topic {topic} partition {q}"))(e))
+                    }
+                }
+                part.pos = Some(to);
+                n += rn;
+                bytes += rb;
+            }
+            Ok((n, bytes))
+        }
+        SinkTask::Table {
+            table,
+            state_key,
+            pos,
+            rows,
+            ..
+        } => {
+            if *pos >= to && rows.is_empty() {
+                return Ok((0, 0));
+            }
+            let rows = std::mem::take(rows);
+            let (n, bytes) = (
+                rows.len() as u64,
+                rows.iter().map(|m| m.value.len() as u64).sum::<u64>(),
+            );
+            if !rows.is_empty() {
+                ctx.c
+                    .write_routed(table, rows)
+                    .await
+                    .map_err(cluster(format!("writing table {table}")))?;
+            }
+            let st = state_table(&ctx.flow);
+            ctx.c
+                .put(&st, state_key, &enc(to))
+                .await
+                .map_err(cluster(format!("storing a position in {st}")))?;
+            *pos = to;
+            Ok((n, bytes))
+        }
+        SinkTask::Files {
+            dir,
+            prefix,
+            pos,
+            buf,
+            records,
+            first,
+        } => {
+            let Some(f) = *first else {
+                return Ok((0, 0));
+            };
+            let last = to - 1;
+            let name = format!("{prefix}{f:020}-{last:020}.jsonl");
+            let bytes = buf.len() as u64;
+            write_committed(dir, &name, buf)?;
+            let n = *records;
+            buf.clear();
+            *records = 0;
+            *first = None;
+            *pos = to;
+            Ok((n, bytes))
+        }
+    }
+}
+
+/// Suffix of a file being written (never read as committed).
+pub const IN_PROGRESS_SUFFIX: &str = ".inprogress";
+
+/// Writes `name` in `dir` whole or not at all: aside under
+/// `.NAME.inprogress`, fsynced, renamed, the directory fsynced.
+fn write_committed(dir: &FsPath, name: &str, data: &[u8]) -> Result<(), RunError> {
+    let io = |what: &str, p: &FsPath, e: std::io::Error| {
+        RunError::Io(format!("{what} {}: {e}", p.display()))
+    };
+    let tmp = dir.join(format!(".{name}{IN_PROGRESS_SUFFIX}"));
+    let fin = dir.join(name);
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", &tmp, e))?;
+    f.write_all(data).map_err(|e| io("writing", &tmp, e))?;
+    f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, &fin).map_err(|e| io("renaming into", &fin, e))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("syncing directory", dir, e))?;
+    Ok(())
+}
+
+/// The input position the committed files of one task cover (one past the
+/// last offset in their names); removes the task's in-progress files,
+/// which never count.
+fn files_position(dir: &FsPath, prefix: &str) -> Result<u64, RunError> {
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| RunError::Io(format!("reading {}: {e}", dir.display())))?;
+    let mut pos = 0u64;
+    for e in rd {
+        let e = e.map_err(|e| RunError::Io(format!("reading {}: {e}", dir.display())))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!(".{prefix}")) && name.ends_with(IN_PROGRESS_SUFFIX) {
+            std::fs::remove_file(e.path())
+                .map_err(|er| RunError::Io(format!("removing {}: {er}", e.path().display())))?;
+            continue;
+        }
+        if let Some((_, last)) = committed_range(&name, prefix) {
+            pos = pos.max(last + 1);
+        }
+    }
+    Ok(pos)
+}
+
+/// The (first, last) input offsets a committed file of `prefix` names.
+pub fn committed_range(name: &str, prefix: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix(prefix)?.strip_suffix(".jsonl")?;
+    let (a, b) = rest.split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Whether `name` is a committed file of a file sink
+/// (`SOURCE-PPPPP-FIRST-LAST.jsonl`, twenty digits each offset).
+pub fn is_committed_file(name: &str) -> bool {
+    let Some(rest) = name.strip_suffix(".jsonl") else {
+        return false;
+    };
+    let mut it = rest.rsplitn(4, '-');
+    let digits = |s: Option<&str>, n: usize| {
+        s.is_some_and(|s| s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
+    };
+    digits(it.next(), 20) && digits(it.next(), 20) && digits(it.next(), 5) && it.next().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_files_name_their_range_and_others_are_ignored() {
+        assert_eq!(
+            committed_range(
+                "logs-00003-00000000000000000010-00000000000000000019.jsonl",
+                "logs-00003-"
+            ),
+            Some((10, 19))
+        );
+        assert_eq!(committed_range("logs-00004-1-2.jsonl", "logs-00003-"), None);
+        assert_eq!(
+            committed_range("logs-00003-1-2.jsonl.inprogress", "logs-00003-"),
+            None
+        );
+        assert_eq!(committed_range("logs-00003-x-2.jsonl", "logs-00003-"), None);
+        assert!(is_committed_file(
+            "logs-00003-00000000000000000010-00000000000000000019.jsonl"
+        ));
+        assert!(!is_committed_file(
+            ".logs-00003-00000000000000000010-00000000000000000019.jsonl.inprogress"
+        ));
+        assert!(!is_committed_file("logs-3-10-19.jsonl"));
+        assert!(!is_committed_file("notes.jsonl"));
+    }
+
+    #[test]
+    fn files_position_skips_in_progress_and_removes_them() {
+        let d = std::env::temp_dir().join(format!("tablinum-flow-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        write_committed(
+            &d,
+            "s-00000-00000000000000000000-00000000000000000009.jsonl",
+            b"x\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join(".s-00000-00000000000000000010-00000000000000000099.jsonl.inprogress"),
+            b"y",
+        )
+        .unwrap();
+        assert_eq!(files_position(&d, "s-00000-").unwrap(), 10);
+        assert_eq!(files_position(&d, "s-00001-").unwrap(), 0);
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
