@@ -314,7 +314,14 @@ mod tests {
         assert_eq!(c.candidates("sc", 2), (0, vec!["scan".to_string()]));
         assert_eq!(
             c.candidates("t", 1),
-            (0, vec!["table".to_string(), "token".to_string()])
+            (
+                0,
+                vec![
+                    "table".to_string(),
+                    "token".to_string(),
+                    "topic".to_string()
+                ]
+            )
         );
         assert_eq!(c.candidates("get e", 5), (4, vec!["events".to_string()]));
         assert_eq!(c.candidates("table d", 7), (6, vec!["drop".to_string()]));

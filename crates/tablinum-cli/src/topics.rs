@@ -92,6 +92,10 @@ pub struct ProduceArgs {
     /// The generator's seed (with --generate).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Generate into this Kafka topic on these brokers instead (in
+    /// transactions; NAME is the Kafka topic).
+    #[arg(long, requires = "generate", value_name = "BROKERS")]
+    pub kafka: Option<String>,
 }
 
 /// `topic consume`.
@@ -215,6 +219,16 @@ fn produce(c: &Client, a: ProduceArgs, interactive: bool) -> anyhow::Result<()> 
             tablinum_proto::topic::APPEND_RECORDS_MAX,
             a.batch
         );
+    }
+    if let (Some(brokers), Some(n)) = (&a.kafka, a.generate) {
+        let [i, w, e] = a.split[..] else {
+            usage!(
+                "--split takes three percentages (INFO,WARNING,ERROR), not {:?}",
+                a.split
+            );
+        };
+        let g = Generator::new(a.seed, Split::new([i, w, e]).map_err(crate::exit::Usage)?);
+        return kafka_generate(c, brokers, &a.name, n, a.batch, &g);
     }
     let parts = partitions_of(c, &a.name, a.partition)?;
     if let Some(n) = a.generate {
@@ -383,4 +397,37 @@ fn consume(c: &Client, a: ConsumeArgs) -> anyhow::Result<()> {
     }
     w.finish()?;
     Ok(())
+}
+
+#[cfg(feature = "kafka")]
+fn kafka_generate(
+    c: &Client,
+    brokers: &str,
+    topic: &str,
+    n: u64,
+    batch: usize,
+    g: &Generator,
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let total =
+        c.block_on(async { tablinum_flow::kafka::generate(brokers, topic, n, batch, g) })?;
+    out!(
+        "generated {total} records into Kafka topic {topic} in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "kafka"))]
+fn kafka_generate(
+    _: &Client,
+    _: &str,
+    _: &str,
+    _: u64,
+    _: usize,
+    _: &Generator,
+) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "Kafka is not in this build: tablinum-cli was compiled without its `kafka` feature"
+    )
 }

@@ -6,67 +6,12 @@
 //! SIGKILLed at random moments over many rounds, the cluster itself once,
 //! and validation must still find every record exactly once.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{spawn_up, Procs, BIN};
-
-struct Cli {
-    grpc: String,
-    home: PathBuf,
-    dir: PathBuf,
-}
-
-struct Out {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-impl Cli {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(&self.dir)
-            .env("XDG_CONFIG_HOME", &self.home)
-            .env("TABLINUM_CLUSTER", &self.grpc)
-            .env_remove("TABLINUM_TOKEN")
-            .env_remove("TABLINUM_CONFIG");
-        cmd
-    }
-
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut i = child.stdin.take().unwrap();
-        let data = stdin.to_vec();
-        let w = std::thread::spawn(move || {
-            let _ = i.write_all(&data);
-        });
-        let o = child.wait_with_output().unwrap();
-        w.join().unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            out: String::from_utf8_lossy(&o.stdout).into_owned(),
-            err: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let r = self.run(args, b"");
-        assert_eq!(r.code, 0, "{args:?}: {}{}", r.out, r.err);
-        r.out
-    }
-}
+use common::{spawn_up, Cli, Out, Procs};
 
 fn start(dir: &Path) -> (Procs, Cli) {
     let home = dir.join("home");
@@ -190,16 +135,6 @@ fn validate(cli: &Cli, flow: &str) -> String {
     r.out
 }
 
-fn spawn_flow(cli: &Cli, flow: &str, extra: &[&str]) -> Child {
-    let mut args = vec!["flow", "run", flow, "--root", "files"];
-    args.extend_from_slice(extra);
-    cli.cmd(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 fn run_to_idle(cli: &Cli, flow: &str, idle_ms: &str) -> Out {
     cli.run(
         &[
@@ -213,27 +148,6 @@ fn run_to_idle(cli: &Cli, flow: &str, idle_ms: &str) -> Out {
         ],
         b"",
     )
-}
-
-fn spawn_flow_env(cli: &Cli, flow: &str, crash_at: &str) -> Child {
-    cli.cmd(&[
-        "flow",
-        "run",
-        flow,
-        "--root",
-        "files",
-        "--until-idle-ms",
-        "3000",
-    ])
-    .env(tablinum_flow_crash_env(), crash_at)
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap()
-}
-
-fn tablinum_flow_crash_env() -> &'static str {
-    "TABLINUM_FLOW_CRASH_AT"
 }
 
 #[test]
@@ -273,7 +187,7 @@ fn the_splitter_delivers_every_record_once_across_kills() {
         seed % n
     };
     for round in 0..6 {
-        let mut f = spawn_flow(&cli, &flow, &[]);
+        let mut f = cli.spawn(&["flow", "run", &flow, "--root", "files"], None);
         std::thread::sleep(Duration::from_millis(300 + rnd(1200)));
         f.kill().unwrap();
         f.wait().unwrap();
@@ -283,13 +197,24 @@ fn the_splitter_delivers_every_record_once_across_kills() {
         // New input first, so every task has something to commit.
         cli.ok(&["topic", "produce", "logs", "--generate", "500"]);
         let at = format!("{}:{}", 1 + rnd(3), rnd(3));
-        let mut f = spawn_flow_env(&cli, &flow, &at);
+        let mut f = cli.spawn(
+            &[
+                "flow",
+                "run",
+                &flow,
+                "--root",
+                "files",
+                "--until-idle-ms",
+                "3000",
+            ],
+            Some(&at),
+        );
         let status = f.wait().unwrap();
         assert!(!status.success(), "the crash point {at} was not reached");
         // Once, the cluster itself dies under the flow (SIGKILL) and comes
         // back on the same data.
         if round == 3 {
-            let mut f = spawn_flow(&cli, &flow, &[]);
+            let mut f = cli.spawn(&["flow", "run", &flow, "--root", "files"], None);
             std::thread::sleep(Duration::from_millis(300 + rnd(500)));
             procs.0[0].kill().unwrap();
             procs.0[0].wait().unwrap();

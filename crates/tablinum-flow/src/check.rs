@@ -167,10 +167,16 @@ pub fn read_files(dir: &FsPath, v: &mut Validator, seen: &mut SinkSeen) -> Resul
 pub async fn validate(c: &AsyncClient, flow: &Flow, root: &FsPath) -> Result<Report, RunError> {
     let mut v = Validator::new();
     for n in &flow.nodes {
-        if let Kind::Source(Source::Topic(t)) = &n.kind {
-            for (w, count) in generator::expected(&generated(c, t).await?) {
-                v.expect(w, count).map_err(limit)?;
+        match &n.kind {
+            Kind::Source(Source::Topic(t)) => {
+                for (w, count) in generator::expected(&generated(c, t).await?) {
+                    v.expect(w, count).map_err(limit)?;
+                }
             }
+            Kind::Source(Source::Kafka { brokers, topic, .. }) => {
+                expect_from_kafka(brokers, topic, &mut v, n.line)?;
+            }
+            _ => {}
         }
     }
     let mut report = Report::default();
@@ -184,11 +190,8 @@ pub async fn validate(c: &AsyncClient, flow: &Flow, root: &FsPath) -> Result<Rep
             Sink::Topic(t) => read_topic(c, t, &mut v, &mut seen).await?,
             Sink::Table { table, .. } => read_table(c, table, &mut v, &mut seen).await?,
             Sink::Files { dir, .. } => read_files(&root.join(dir), &mut v, &mut seen)?,
-            Sink::Kafka { .. } => {
-                return Err(RunError::Setup(format!(
-                    "line {}: Kafka sinks are not built yet",
-                    n.line
-                )))
+            Sink::Kafka { brokers, topic } => {
+                read_kafka(brokers, topic, &mut v, &mut seen, n.line)?
             }
         }
         report.sinks.push(seen);
@@ -206,4 +209,74 @@ pub async fn validate(c: &AsyncClient, flow: &Flow, root: &FsPath) -> Result<Rep
     report.sinks.push(seen);
     report.counts = v.report();
     Ok(report)
+}
+
+/// Expects what a Kafka source holds: every stamped record in it (a window
+/// expects one past the highest sequence seen in it).
+#[cfg(feature = "kafka")]
+fn expect_from_kafka(
+    brokers: &str,
+    topic: &str,
+    v: &mut Validator,
+    _line: usize,
+) -> Result<(), RunError> {
+    let n = crate::kafka::partitions(brokers, topic)?
+        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
+    let mut top: std::collections::BTreeMap<u32, u32> = std::collections::BTreeMap::new();
+    for p in 0..n {
+        crate::kafka::read_partition(brokers, topic, p, &mut |_, _, r| {
+            if let Some(s) = stamp_of(r) {
+                let e = top.entry(s.window).or_insert(0);
+                *e = (*e).max(s.seq + 1);
+            }
+        })?;
+    }
+    for (w, count) in top {
+        v.expect(w, count).map_err(limit)?;
+    }
+    Ok(())
+}
+
+/// Observes every committed record of a Kafka topic.
+#[cfg(feature = "kafka")]
+fn read_kafka(
+    brokers: &str,
+    topic: &str,
+    v: &mut Validator,
+    seen: &mut SinkSeen,
+    _line: usize,
+) -> Result<(), RunError> {
+    let n = crate::kafka::partitions(brokers, topic)?
+        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
+    let mut err = None;
+    for p in 0..n {
+        crate::kafka::read_partition(brokers, topic, p, &mut |_, _, r| {
+            if err.is_none() {
+                if let Err(e) = observe(v, seen, r) {
+                    err = Some(e);
+                }
+            }
+        })?;
+    }
+    err.map_or(Ok(()), Err)
+}
+
+#[cfg(not(feature = "kafka"))]
+fn expect_from_kafka(_: &str, _: &str, _: &mut Validator, line: usize) -> Result<(), RunError> {
+    Err(RunError::Setup(format!(
+        "line {line}: Kafka is not in this build (feature `kafka`)"
+    )))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn read_kafka(
+    _: &str,
+    _: &str,
+    _: &mut Validator,
+    _: &mut SinkSeen,
+    line: usize,
+) -> Result<(), RunError> {
+    Err(RunError::Setup(format!(
+        "line {line}: Kafka is not in this build (feature `kafka`)"
+    )))
 }

@@ -21,11 +21,15 @@
 //!   partition, operators fused in memory, every sink committing its
 //!   output with the input position it covers (exactly once per sink).
 //! - [`check`]: reads what sinks hold back and validates it.
+//! - `kafka` (feature `kafka`, on by default): Kafka sources and
+//!   transactional sinks through rdkafka.
 
 pub mod check;
 pub mod definition;
 pub mod field;
 pub mod generator;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod ops;
 pub mod run;
 pub mod validate;

@@ -157,8 +157,8 @@ struct Plan {
     by_name: HashMap<String, usize>,
     /// Sinks in order, the dead-letter topic last.
     sinks: Vec<PlanSink>,
-    /// (node, topic) per source.
-    sources: Vec<(usize, String)>,
+    /// (node, where it reads) per source.
+    sources: Vec<(usize, Source)>,
 }
 
 #[derive(Clone)]
@@ -176,6 +176,14 @@ enum PlanSink {
     },
     Files {
         dir: PathBuf,
+    },
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    Kafka {
+        name: String,
+        brokers: String,
+        topic: String,
+        hashed: bool,
+        partitions: u32,
     },
 }
 
@@ -322,6 +330,53 @@ async fn ensure_topic(c: &AsyncClient, flow: &Flow, topic: &str) -> Result<u32, 
     }
 }
 
+#[cfg(feature = "kafka")]
+fn kafka_partitions(brokers: &str, topic: &str, line: usize) -> Result<u32, RunError> {
+    crate::kafka::partitions(brokers, topic)?.ok_or_else(|| {
+        RunError::Setup(format!(
+            "line {line}: Kafka topic {topic} does not exist on {brokers}"
+        ))
+    })
+}
+
+#[cfg(not(feature = "kafka"))]
+fn kafka_partitions(_: &str, _: &str, line: usize) -> Result<u32, RunError> {
+    Err(no_kafka(line))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn no_kafka(line: usize) -> RunError {
+    RunError::Setup(format!(
+        "line {line}: Kafka is not in this build: tablinum-flow was compiled without its `kafka` feature"
+    ))
+}
+
+/// The Kafka sink's topic (created with the flow's parallelism if missing)
+/// and the flow's positions topic; the sink topic's partitions.
+#[cfg(feature = "kafka")]
+async fn ensure_kafka_topics(
+    brokers: &str,
+    topic: &str,
+    flow: &Flow,
+    line: usize,
+) -> Result<u32, RunError> {
+    let n = crate::kafka::ensure_topic(brokers, topic, flow.parallelism, false).await?;
+    if n < flow.parallelism {
+        return Err(RunError::Setup(format!(
+            "line {line}: Kafka topic {topic} has {n} partitions; parallelism {} needs at least as many",
+            flow.parallelism
+        )));
+    }
+    let pt = crate::kafka::positions_topic(&flow.name);
+    crate::kafka::ensure_topic(brokers, &pt, flow.parallelism, true).await?;
+    Ok(n)
+}
+
+#[cfg(not(feature = "kafka"))]
+async fn ensure_kafka_topics(_: &str, _: &str, _: &Flow, line: usize) -> Result<u32, RunError> {
+    Err(no_kafka(line))
+}
+
 async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan, RunError> {
     let by_name: HashMap<String, usize> = flow
         .nodes
@@ -380,13 +435,17 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
                         flow.parallelism
                     )));
                 }
-                sources.push((i, t.clone()));
+                sources.push((i, Source::Topic(t.clone())));
             }
-            Kind::Source(Source::Kafka { .. }) => {
-                return Err(RunError::Setup(format!(
-                    "line {}: Kafka sources are not built yet",
-                    n.line
-                )))
+            Kind::Source(k @ Source::Kafka { brokers, topic, .. }) => {
+                let have = kafka_partitions(brokers, topic, n.line)?;
+                if have != flow.parallelism {
+                    return Err(RunError::Setup(format!(
+                        "line {}: Kafka topic {topic} has {have} partitions but the flow's parallelism is {}: one task reads one partition, so they must match",
+                        n.line, flow.parallelism
+                    )));
+                }
+                sources.push((i, k.clone()));
             }
             Kind::Sink(s) => {
                 nodes[i].sink = Some(sinks.len());
@@ -397,12 +456,13 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
                         partitions: ensure_topic(c, flow, t).await?,
                         hashed: hashed_after[i],
                     },
-                    Sink::Kafka { .. } => {
-                        return Err(RunError::Setup(format!(
-                            "line {}: Kafka sinks are not built yet",
-                            n.line
-                        )))
-                    }
+                    Sink::Kafka { brokers, topic } => PlanSink::Kafka {
+                        name: n.name.clone(),
+                        brokers: brokers.clone(),
+                        partitions: ensure_kafka_topics(brokers, topic, flow, n.line).await?,
+                        topic: topic.clone(),
+                        hashed: hashed_after[i],
+                    },
                     Sink::Table { table, key } => {
                         match c.locations(table, true).await {
                             Ok(_) => {}
@@ -506,6 +566,16 @@ enum SinkTask {
         records: u64,
         first: Option<u64>,
     },
+    #[cfg(feature = "kafka")]
+    Kafka {
+        sink: crate::kafka::KafkaSink,
+        topic: String,
+        positions: String,
+        hashed: bool,
+        partitions: u32,
+        pos: u64,
+        buf: Vec<(u32, Vec<u8>)>,
+    },
 }
 
 fn enc(pos: u64) -> Vec<u8> {
@@ -530,6 +600,8 @@ impl SinkTask {
         match self {
             SinkTask::Topic { parts, .. } => parts.iter().filter_map(|p| p.pos).min().unwrap_or(0),
             SinkTask::Table { pos, .. } | SinkTask::Files { pos, .. } => *pos,
+            #[cfg(feature = "kafka")]
+            SinkTask::Kafka { pos, .. } => *pos,
         }
     }
 
@@ -541,15 +613,26 @@ impl SinkTask {
                 .sum(),
             SinkTask::Table { rows, .. } => rows.iter().map(|m| m.value.len()).sum(),
             SinkTask::Files { buf, .. } => buf.len(),
+            #[cfg(feature = "kafka")]
+            SinkTask::Kafka { buf, .. } => buf.iter().map(|r| r.1.len()).sum(),
         }
     }
+}
+
+/// Where one task reads.
+enum Reader {
+    /// A tablinum topic.
+    Topic(String),
+    /// A Kafka partition.
+    #[cfg(feature = "kafka")]
+    Kafka(crate::kafka::KafkaSource),
 }
 
 /// One source partition's task.
 struct Task {
     ctx: Arc<Ctx>,
     source: usize,
-    topic: String,
+    reader: Reader,
     p: u32,
     sinks: Vec<SinkTask>,
     /// The next input offset to read.
@@ -561,7 +644,7 @@ struct Task {
 
 impl Task {
     async fn start(ctx: Arc<Ctx>, source: usize, p: u32) -> Result<Task, RunError> {
-        let (src_node, topic) = ctx.plan.sources[source].clone();
+        let (src_node, spec) = ctx.plan.sources[source].clone();
         let src_name = ctx.flow.nodes[src_node].name.clone();
         let mut sinks = Vec::new();
         for s in &ctx.plan.sinks {
@@ -616,6 +699,30 @@ impl Task {
                         rows: Vec::new(),
                     }
                 }
+                #[cfg(feature = "kafka")]
+                PlanSink::Kafka {
+                    name,
+                    brokers,
+                    topic: out,
+                    hashed,
+                    partitions,
+                } => {
+                    let writer = format!("{}/{name}/{src_name}:{p}", ctx.flow.name);
+                    let positions = crate::kafka::positions_topic(&ctx.flow.name);
+                    let sink = crate::kafka::KafkaSink::open(brokers, &writer)?;
+                    let pos = sink.position(brokers, &positions, p)?.unwrap_or(0);
+                    SinkTask::Kafka {
+                        sink,
+                        topic: out.clone(),
+                        positions,
+                        hashed: *hashed,
+                        partitions: *partitions,
+                        pos,
+                        buf: Vec::new(),
+                    }
+                }
+                #[cfg(not(feature = "kafka"))]
+                PlanSink::Kafka { .. } => return Err(no_kafka(0)),
                 PlanSink::Files { dir, .. } => {
                     let prefix = format!("{src_name}-{p:05}-");
                     let pos = files_position(dir, &prefix)?;
@@ -633,16 +740,34 @@ impl Task {
         // Resume at the lowest committed position; each sink skips what
         // it holds already.
         let next = sinks.iter().map(SinkTask::committed).min().unwrap_or(0);
-        let start = ctx
-            .c
-            .topic_head(&topic, p)
-            .await
-            .map_err(cluster(format!("topic {topic} partition {p}")))?
-            .start;
+        let (reader, start) = match spec {
+            Source::Topic(topic) => {
+                let start = ctx
+                    .c
+                    .topic_head(&topic, p)
+                    .await
+                    .map_err(cluster(format!("topic {topic} partition {p}")))?
+                    .start;
+                (Reader::Topic(topic), start)
+            }
+            #[cfg(feature = "kafka")]
+            Source::Kafka {
+                brokers,
+                topic,
+                group,
+            } => (
+                Reader::Kafka(crate::kafka::KafkaSource::open(
+                    &brokers, &topic, &group, p,
+                )?),
+                0,
+            ),
+            #[cfg(not(feature = "kafka"))]
+            Source::Kafka { .. } => return Err(no_kafka(0)),
+        };
         Ok(Task {
             ctx,
             source,
-            topic,
+            reader,
             p,
             sinks,
             next: next.max(start),
@@ -657,19 +782,7 @@ impl Task {
             if self.ctx.stop.load(Ordering::Relaxed) {
                 return self.commit().await;
             }
-            let mut got: Vec<tablinum_client::topic::Record> = Vec::new();
-            let max = self.ctx.opts.read_records;
-            self.ctx
-                .c
-                .read_topic(&self.topic, self.p, self.next, max, &mut |r| {
-                    got.push(r);
-                    ControlFlow::Continue(())
-                })
-                .await
-                .map_err(cluster(format!(
-                    "reading topic {} partition {}",
-                    self.topic, self.p
-                )))?;
+            let got = self.read().await?;
             if got.is_empty() {
                 if self.dirty() {
                     self.commit().await?;
@@ -702,6 +815,34 @@ impl Task {
         }
     }
 
+    /// The next records of this task's partition (none: at its end).
+    async fn read(&mut self) -> Result<Vec<tablinum_client::topic::Record>, RunError> {
+        let max = self.ctx.opts.read_records;
+        match &mut self.reader {
+            Reader::Topic(topic) => {
+                let mut got = Vec::new();
+                self.ctx
+                    .c
+                    .read_topic(topic, self.p, self.next, max, &mut |r| {
+                        got.push(r);
+                        ControlFlow::Continue(())
+                    })
+                    .await
+                    .map_err(cluster(format!(
+                        "reading topic {topic} partition {}",
+                        self.p
+                    )))?;
+                Ok(got)
+            }
+            #[cfg(feature = "kafka")]
+            Reader::Kafka(k) => Ok(k
+                .read(self.next, max, self.ctx.opts.poll)?
+                .into_iter()
+                .map(|(offset, value)| tablinum_client::topic::Record { offset, value })
+                .collect()),
+        }
+    }
+
     /// Whether a commit would move any sink's position.
     fn dirty(&self) -> bool {
         self.sinks.iter().any(|s| match s {
@@ -710,6 +851,8 @@ impl Task {
                 .any(|p| p.pos.is_some_and(|x| x < self.next) || !p.buf.is_empty()),
             SinkTask::Table { pos, .. } => *pos < self.next,
             SinkTask::Files { buf, .. } => !buf.is_empty(),
+            #[cfg(feature = "kafka")]
+            SinkTask::Kafka { pos, buf, .. } => *pos < self.next || !buf.is_empty(),
         })
     }
 
@@ -834,6 +977,28 @@ impl Task {
                     ..Default::default()
                 });
             }
+            #[cfg(feature = "kafka")]
+            SinkTask::Kafka {
+                pos,
+                buf,
+                hashed,
+                partitions,
+                ..
+            } => {
+                if *pos > rec.offset {
+                    return;
+                }
+                let q = match (&rec.key, *hashed) {
+                    (Some(k), true) => (hash(k) % u64::from(*partitions)) as u32,
+                    _ => p,
+                };
+                let mut v = Vec::with_capacity(rec.json.len() + 9);
+                v.extend_from_slice(&rec.json);
+                if let Some(t) = rec.tail {
+                    v.extend_from_slice(t);
+                }
+                buf.push((q, v));
+            }
             SinkTask::Files {
                 pos,
                 buf,
@@ -857,13 +1022,17 @@ impl Task {
         let to = self.next;
         let number = self.ctx.progress.commits.fetch_add(1, Ordering::Relaxed) + 1;
         for (i, s) in self.sinks.iter_mut().enumerate() {
-            let (n, bytes) = commit_sink(&self.ctx, s, to).await?;
+            let (n, bytes) = commit_sink(&self.ctx, s, self.p, to).await?;
             self.ctx.progress.records_out[i].fetch_add(n, Ordering::Relaxed);
             self.ctx.progress.bytes_out[i].fetch_add(bytes, Ordering::Relaxed);
             if self.ctx.opts.crash_at == Some((number, i)) {
                 eprintln!("{CRASH_AT_ENV}: ending the process after commit {number}, sink {i}");
                 std::process::abort();
             }
+        }
+        #[cfg(feature = "kafka")]
+        if let Reader::Kafka(k) = &self.reader {
+            k.commit_group(to)?;
         }
         self.last_commit = Instant::now();
         Ok(())
@@ -872,8 +1041,30 @@ impl Task {
 
 /// Commits one sink's buffer with input position `to`; returns the
 /// records and bytes it committed.
-async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, to: u64) -> Result<(u64, u64), RunError> {
+async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, p: u32, to: u64) -> Result<(u64, u64), RunError> {
+    let _ = p;
     match s {
+        #[cfg(feature = "kafka")]
+        SinkTask::Kafka {
+            sink,
+            topic,
+            positions,
+            pos,
+            buf,
+            ..
+        } => {
+            if *pos >= to && buf.is_empty() {
+                return Ok((0, 0));
+            }
+            let records = std::mem::take(buf);
+            let (n, bytes) = (
+                records.len() as u64,
+                records.iter().map(|r| r.1.len() as u64).sum::<u64>(),
+            );
+            sink.commit(topic, &records, Some((positions.as_str(), p, to)))?;
+            *pos = to;
+            Ok((n, bytes))
+        }
         SinkTask::Topic {
             topic,
             writer,

@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -141,4 +141,73 @@ pub fn start_processes_with(
         tservers.insert(addr, procs.0.len() - 1);
     }
     (procs, maddr, tservers)
+}
+
+/// The CLI as a user runs it against one cluster: its address, the home
+/// directory holding its credentials, the working directory.
+pub struct Cli {
+    pub grpc: String,
+    pub home: std::path::PathBuf,
+    pub dir: std::path::PathBuf,
+}
+
+/// What one CLI run returned.
+pub struct Out {
+    pub code: i32,
+    pub out: String,
+    pub err: String,
+}
+
+impl Cli {
+    /// Spawns `tablinum ARGS`, its output discarded, with the flow crash
+    /// point `crash_at` if given.
+    pub fn spawn(&self, args: &[&str], crash_at: Option<&str>) -> Child {
+        let mut c = self.cmd(args);
+        if let Some(at) = crash_at {
+            c.env("TABLINUM_FLOW_CRASH_AT", at);
+        }
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .env("XDG_CONFIG_HOME", &self.home)
+            .env("TABLINUM_CLUSTER", &self.grpc)
+            .env_remove("TABLINUM_TOKEN")
+            .env_remove("TABLINUM_CONFIG");
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut i = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = i.write_all(&data);
+        });
+        let o = child.wait_with_output().unwrap();
+        w.join().unwrap();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            out: String::from_utf8_lossy(&o.stdout).into_owned(),
+            err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args, b"");
+        assert_eq!(r.code, 0, "{args:?}: {}{}", r.out, r.err);
+        r.out
+    }
 }

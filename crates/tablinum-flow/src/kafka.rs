@@ -1,0 +1,468 @@
+//! Kafka, the real distributed log, through rdkafka (librdkafka): a source
+//! that reads one partition per task with `read_committed`, and a sink
+//! that writes each commit as one Kafka **transaction** holding the
+//! records and the task's input position (a marker in the compacted
+//! positions topic `FLOW.positions`), so Kafka sinks are exactly once too.
+//! The producer's `transactional.id` is the task's writer name: a restarted
+//! task fences its predecessor (`init_transactions` aborts whatever it left
+//! open) before reading its position back.
+//!
+//! Owns every call into rdkafka; blocking calls run in
+//! `tokio::task::block_in_place`. Never decides what a record becomes.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::run::RunError;
+
+/// How long one Kafka call may take before the task fails, ms.
+pub const KAFKA_TIMEOUT_MS: u64 = 30_000;
+
+fn timeout() -> Duration {
+    Duration::from_millis(KAFKA_TIMEOUT_MS)
+}
+
+fn kerr(what: impl std::fmt::Display) -> impl FnOnce(KafkaError) -> RunError {
+    move |e| RunError::Cluster(format!("kafka: {what}: {e}"))
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// The topic a flow's Kafka sinks keep their positions in.
+pub fn positions_topic(flow: &str) -> String {
+    format!("{flow}.positions")
+}
+
+/// Partitions of `topic`, or `None` when it does not exist.
+pub fn partitions(brokers: &str, topic: &str) -> Result<Option<u32>, RunError> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(kerr(format!("connecting to {brokers}")))?;
+    let md = blocking(|| c.fetch_metadata(Some(topic), timeout()))
+        .map_err(kerr(format!("metadata of {topic} from {brokers}")))?;
+    let Some(t) = md.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match t.error() {
+        None => Ok(Some(t.partitions().len() as u32)),
+        Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => Ok(None),
+        Some(e) => Err(RunError::Cluster(format!(
+            "kafka: metadata of {topic}: {e:?}"
+        ))),
+    }
+}
+
+/// Creates `topic` with `n` partitions unless it exists; returns its
+/// partitions. `compact`: a compacted topic (positions).
+pub async fn ensure_topic(
+    brokers: &str,
+    topic: &str,
+    n: u32,
+    compact: bool,
+) -> Result<u32, RunError> {
+    if let Some(have) = partitions(brokers, topic)? {
+        return Ok(have);
+    }
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(kerr(format!("connecting to {brokers}")))?;
+    let mut t = NewTopic::new(topic, n as i32, TopicReplication::Fixed(1));
+    if compact {
+        t = t.set("cleanup.policy", "compact");
+    }
+    let r = admin
+        .create_topics(
+            [&t],
+            &AdminOptions::new().operation_timeout(Some(timeout())),
+        )
+        .await
+        .map_err(kerr(format!("creating {topic}")))?;
+    for x in r {
+        match x {
+            Ok(_) => {}
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, e)) => {
+                return Err(RunError::Cluster(format!("kafka: creating {name}: {e}")))
+            }
+        }
+    }
+    // Metadata lags creation for a moment.
+    let t0 = Instant::now();
+    loop {
+        if let Some(have) = partitions(brokers, topic)? {
+            return Ok(have);
+        }
+        if t0.elapsed() > timeout() {
+            return Err(RunError::Cluster(format!(
+                "kafka: topic {topic} was created but never appeared"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One task's transactional producer.
+pub struct KafkaSink {
+    producer: ThreadedProducer<DefaultProducerContext>,
+    writer: String,
+}
+
+impl KafkaSink {
+    /// Opens the producer of writer `writer` (its transactional id),
+    /// fencing any earlier instance: whatever it left open is aborted.
+    pub fn open(brokers: &str, writer: &str) -> Result<KafkaSink, RunError> {
+        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("transactional.id", writer)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .set("batch.size", "1000000")
+            .set("compression.type", "lz4")
+            .set("message.timeout.ms", KAFKA_TIMEOUT_MS.to_string())
+            .create()
+            .map_err(kerr(format!("producer for {writer}")))?;
+        blocking(|| producer.init_transactions(timeout()))
+            .map_err(kerr(format!("init_transactions of {writer}")))?;
+        Ok(KafkaSink {
+            producer,
+            writer: writer.to_string(),
+        })
+    }
+
+    /// The position this writer last committed in partition `p` of
+    /// `positions` (read after [`KafkaSink::open`] fenced the writer).
+    pub fn position(
+        &self,
+        brokers: &str,
+        positions: &str,
+        p: u32,
+    ) -> Result<Option<u64>, RunError> {
+        last_position(brokers, positions, p, &self.writer)
+    }
+
+    /// Commits `records` (output partition, bytes) and, with `marker`
+    /// (positions topic, its partition, input position), this writer's
+    /// position as one transaction.
+    pub fn commit(
+        &self,
+        topic: &str,
+        records: &[(u32, Vec<u8>)],
+        marker: Option<(&str, u32, u64)>,
+    ) -> Result<(), RunError> {
+        blocking(|| {
+            self.producer
+                .begin_transaction()
+                .map_err(kerr("begin_transaction"))?;
+            let pos = marker.map(|m| m.2.to_be_bytes());
+            let mut all: Vec<(&str, u32, &[u8], Option<&str>)> = records
+                .iter()
+                .map(|(q, v)| (topic, *q, v.as_slice(), None))
+                .collect();
+            if let (Some((t, q, _)), Some(b)) = (marker, pos.as_ref()) {
+                all.push((t, q, b.as_slice(), Some(self.writer.as_str())));
+            }
+            for (t, q, v, key) in all {
+                let mut rec: BaseRecord<'_, str, [u8]> =
+                    BaseRecord::to(t).partition(q as i32).payload(v);
+                if let Some(k) = key {
+                    rec = rec.key(k);
+                }
+                loop {
+                    match self.producer.send(rec) {
+                        Ok(()) => break,
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                            rec = r;
+                            self.producer.poll(Duration::from_millis(1));
+                        }
+                        Err((e, _)) => {
+                            let _ = self.producer.abort_transaction(timeout());
+                            return Err(kerr(format!("producing to {t}"))(e));
+                        }
+                    }
+                }
+            }
+            self.producer
+                .commit_transaction(timeout())
+                .map_err(kerr(format!("commit_transaction of {}", self.writer)))
+        })
+    }
+}
+
+fn consumer(brokers: &str, group: Option<&str>) -> Result<BaseConsumer, RunError> {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", brokers)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.max.bytes", "52428800")
+        .set("enable.partition.eof", "false");
+    // librdkafka assigns partitions only to a consumer with a group id;
+    // readers that never commit use a fixed one.
+    cfg.set("group.id", group.unwrap_or("tablinum-reader"));
+    cfg.create().map_err(kerr(format!("consumer of {brokers}")))
+}
+
+/// What [`read_partition`] hands each record to: (offset, key, payload).
+pub type RecordSink<'a> = dyn FnMut(i64, Option<&[u8]>, &[u8]) + 'a;
+
+/// Reads partition `p` of `topic` from its start to its end as it is now
+/// (read_committed), handing each record to `out`.
+pub fn read_partition(
+    brokers: &str,
+    topic: &str,
+    p: u32,
+    out: &mut RecordSink<'_>,
+) -> Result<(), RunError> {
+    let c = consumer(brokers, None)?;
+    let (low, high) = blocking(|| c.fetch_watermarks(topic, p as i32, timeout()))
+        .map_err(kerr(format!("watermarks of {topic}/{p}")))?;
+    if high <= low {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, p as i32, Offset::Offset(low))
+        .map_err(kerr("assign"))?;
+    c.assign(&tpl)
+        .map_err(kerr(format!("assigning {topic}/{p}")))?;
+    let t0 = Instant::now();
+    let mut idle = Instant::now();
+    blocking(|| loop {
+        match c.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                idle = Instant::now();
+                out(m.offset(), m.key(), m.payload().unwrap_or_default());
+                if m.offset() + 1 >= high {
+                    return Ok(());
+                }
+            }
+            Some(Err(e)) => return Err(kerr(format!("reading {topic}/{p}"))(e)),
+            None => {
+                // Control records (transaction markers) take the last
+                // offsets: nothing more arrives once past them.
+                let at = c.position().ok().and_then(|l| {
+                    l.find_partition(topic, p as i32)
+                        .and_then(|e| e.offset().to_raw())
+                });
+                if at.is_some_and(|o| o >= high) || idle.elapsed() > Duration::from_secs(2) {
+                    return Ok(());
+                }
+                if t0.elapsed() > timeout() {
+                    return Err(RunError::Cluster(format!(
+                        "kafka: reading {topic}/{p} to offset {high} took over {KAFKA_TIMEOUT_MS} ms"
+                    )));
+                }
+            }
+        }
+    })
+}
+
+/// The position `writer` last committed in partition `p` of `positions`.
+fn last_position(
+    brokers: &str,
+    positions: &str,
+    p: u32,
+    writer: &str,
+) -> Result<Option<u64>, RunError> {
+    let mut pos = None;
+    let mut bad = None;
+    read_partition(brokers, positions, p, &mut |_, key, v| {
+        if key == Some(writer.as_bytes()) {
+            match <[u8; 8]>::try_from(v) {
+                Ok(b) => pos = Some(u64::from_be_bytes(b)),
+                Err(_) => bad = Some(v.len()),
+            }
+        }
+    })?;
+    if let Some(n) = bad {
+        return Err(RunError::Cluster(format!(
+            "kafka: a position of {writer} in {positions} is {n} bytes, not 8"
+        )));
+    }
+    Ok(pos)
+}
+
+/// One task's reader of one Kafka partition.
+pub struct KafkaSource {
+    consumer: BaseConsumer,
+    topic: String,
+    p: u32,
+    next: Option<u64>,
+}
+
+impl KafkaSource {
+    /// A reader of partition `p` of `topic`, in consumer group `group`
+    /// (its offsets are committed there after each commit, for lag).
+    pub fn open(brokers: &str, topic: &str, group: &str, p: u32) -> Result<KafkaSource, RunError> {
+        Ok(KafkaSource {
+            consumer: consumer(brokers, Some(group))?,
+            topic: topic.to_string(),
+            p,
+            next: None,
+        })
+    }
+
+    /// Up to `max` records from offset `from`, waiting up to `wait` for the
+    /// first; (offset, bytes) in order.
+    pub fn read(
+        &mut self,
+        from: u64,
+        max: u64,
+        wait: Duration,
+    ) -> Result<Vec<(u64, Vec<u8>)>, RunError> {
+        if self.next != Some(from) {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&self.topic, self.p as i32, Offset::Offset(from as i64))
+                .map_err(kerr("assign"))?;
+            self.consumer
+                .assign(&tpl)
+                .map_err(kerr(format!("assigning {}/{}", self.topic, self.p)))?;
+            self.next = Some(from);
+        }
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        blocking(|| {
+            while (out.len() as u64) < max {
+                let left = if out.is_empty() {
+                    wait.saturating_sub(t0.elapsed())
+                } else {
+                    Duration::ZERO
+                };
+                match self.consumer.poll(left) {
+                    Some(Ok(m)) => {
+                        let o = m.offset() as u64;
+                        out.push((o, m.payload().unwrap_or_default().to_vec()));
+                        self.next = Some(o + 1);
+                    }
+                    Some(Err(e)) => {
+                        return Err(kerr(format!("reading {}/{}", self.topic, self.p))(e))
+                    }
+                    None => break,
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Stores `next` as the group's committed offset (for lag; the task's
+    /// own position lives with its sinks' outputs).
+    pub fn commit_group(&self, next: u64) -> Result<(), RunError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, self.p as i32, Offset::Offset(next as i64))
+            .map_err(kerr("commit"))?;
+        blocking(|| {
+            self.consumer
+                .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        })
+        .map_err(kerr(format!(
+            "committing the group offset of {}/{}",
+            self.topic, self.p
+        )))
+    }
+}
+
+/// Writes `records[p]` into partition p of `topic` in one transaction
+/// (a generator's input, for tests and the benchmark).
+pub fn produce(
+    brokers: &str,
+    topic: &str,
+    records: &[Vec<Vec<u8>>],
+    id: &str,
+) -> Result<(), RunError> {
+    let sink = KafkaSink::open(brokers, id)?;
+    let all: Vec<(u32, Vec<u8>)> = records
+        .iter()
+        .enumerate()
+        .flat_map(|(p, v)| v.iter().map(move |r| (p as u32, r.clone())))
+        .collect();
+    sink.commit(topic, &all, None)
+}
+
+/// Generates `n` more of the report's stamped records into every partition
+/// of `topic` (`partitions` of them), continuing after the last stamped
+/// record each partition holds, in transactions of at most `batch`.
+pub fn generate(
+    brokers: &str,
+    topic: &str,
+    n: u64,
+    batch: usize,
+    g: &crate::generator::Generator,
+) -> Result<u64, RunError> {
+    let parts = partitions(brokers, topic)?
+        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
+    let sink = KafkaSink::open(brokers, &format!("generator/{topic}"))?;
+    let mut total = 0;
+    for p in 0..parts {
+        let mut next = generated_in(brokers, topic, parts, p)?;
+        let end = next + n;
+        while next < end {
+            let take = (end - next).min(batch.max(1) as u64);
+            let mut recs = Vec::with_capacity(take as usize);
+            for i in next..next + take {
+                let s = crate::generator::stamp_at(parts, p, i).ok_or_else(|| {
+                    RunError::Setup(format!("partition {p} is past the generator's stamp space"))
+                })?;
+                let mut r = Vec::with_capacity(crate::generator::RECORD_BYTES);
+                g.record(s, &mut r);
+                recs.push((p, r));
+            }
+            sink.commit(topic, &recs, None)?;
+            next += take;
+            total += take;
+        }
+    }
+    Ok(total)
+}
+
+/// How many stamped records partition `p` holds: one past the index of the
+/// last one (read from the partition's last few offsets).
+fn generated_in(brokers: &str, topic: &str, parts: u32, p: u32) -> Result<u64, RunError> {
+    let c = consumer(brokers, None)?;
+    let (low, high) = blocking(|| c.fetch_watermarks(topic, p as i32, timeout()))
+        .map_err(kerr(format!("watermarks of {topic}/{p}")))?;
+    if high <= low {
+        return Ok(0);
+    }
+    // Transaction markers take offsets too: look back far enough to pass
+    // a few of them.
+    let from = (high - 16).max(low);
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, p as i32, Offset::Offset(from))
+        .map_err(kerr("assign"))?;
+    c.assign(&tpl)
+        .map_err(kerr(format!("assigning {topic}/{p}")))?;
+    let mut last = None;
+    let t0 = Instant::now();
+    blocking(|| {
+        while t0.elapsed() < Duration::from_secs(3) {
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    if let Some(s) = crate::validate::stamp_of(m.payload().unwrap_or_default()) {
+                        last = Some(s);
+                    }
+                    if m.offset() + 1 >= high {
+                        break;
+                    }
+                }
+                Some(Err(e)) => return Err(kerr(format!("reading {topic}/{p}"))(e)),
+                None => break,
+            }
+        }
+        Ok(())
+    })?;
+    Ok(last.map_or(0, |s| {
+        u64::from(s.window / parts) * crate::generator::WINDOW_RECORDS + u64::from(s.seq) + 1
+    }))
+}
