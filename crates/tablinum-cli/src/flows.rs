@@ -127,10 +127,21 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
             let secs = t0.elapsed().as_secs_f64();
             let n = progress.records_in.load(Ordering::Relaxed);
             out!(
-                "flow {}: {n} records in {secs:.1} s ({:.0} records/s), {} commits",
+                "flow {}: {n} records in {secs:.1} s, {:.0} records/s from the first record to the last commit, {} commits (every {} ms, {})",
                 flow.name,
-                n as f64 / secs.max(1e-9),
-                progress.commits.load(Ordering::Relaxed)
+                progress.active_rate(),
+                progress.commits.load(Ordering::Relaxed),
+                flow.commit_interval_ms,
+                if flow.sync { "sync" } else { "nosync" }
+            );
+            let t0 = progress.started_unix_ms.load(Ordering::Relaxed);
+            out!(
+                "  span: first record at unix ms {}, last commit at unix ms {}",
+                t0 + progress
+                    .first_record_ms
+                    .load(Ordering::Relaxed)
+                    .min(u64::MAX - t0),
+                t0 + progress.last_commit_ms.load(Ordering::Relaxed)
             );
             for (i, name) in progress.sink_names.iter().enumerate() {
                 out!(

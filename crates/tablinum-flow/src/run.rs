@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use tablinum_client::topic::WriterCheck;
 use tablinum_client::{AsyncClient, Durability, Mutation, Split as TableSplit};
 
@@ -54,9 +55,10 @@ pub struct RunOptions {
     /// Wait at the end of the input before reading again.
     pub poll: Duration,
     /// Test seam: end the process (abort, as abrupt as SIGKILL) in the
-    /// run's commit number `.0` (counted from 1 over all tasks) right after
-    /// its sink number `.1` committed — between two sinks' commits, the
-    /// moment exactly-once must survive. Set by the CLI from
+    /// run's commit number `.0` (counted from 1 over all tasks) once
+    /// `.1 + 1` of its sinks finished committing (sinks commit at once, so
+    /// others may be in flight) — between sinks' commits, the moment
+    /// exactly-once must survive. Set by the CLI from
     /// [`CRASH_AT_ENV`].
     pub crash_at: Option<(u64, usize)>,
 }
@@ -132,6 +134,27 @@ pub struct Progress {
     pub commits: AtomicU64,
     /// Tasks still running.
     pub tasks_running: AtomicU64,
+    /// When the run started, ms since the Unix epoch (0 until it did).
+    pub started_unix_ms: AtomicU64,
+    /// When a task first read a record, ms after the run started.
+    pub first_record_ms: AtomicU64,
+    /// When a task last committed records, ms after the run started:
+    /// with `first_record_ms`, the span throughput is measured over (an
+    /// idle tail before stopping does not count).
+    pub last_commit_ms: AtomicU64,
+}
+
+impl Progress {
+    /// Records read per second between the first record and the last
+    /// commit that carried records (0 before both).
+    pub fn active_rate(&self) -> f64 {
+        let a = self.first_record_ms.load(Ordering::Relaxed);
+        let b = self.last_commit_ms.load(Ordering::Relaxed);
+        if a == u64::MAX || b <= a {
+            return 0.0;
+        }
+        self.records_in.load(Ordering::Relaxed) as f64 / ((b - a) as f64 / 1000.0)
+    }
 }
 
 /// The topic a flow's unreadable records go to.
@@ -194,6 +217,7 @@ struct Ctx {
     opts: RunOptions,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
+    started: Instant,
 }
 
 /// Creates what the flow writes to (output topics, the dead-letter topic,
@@ -240,6 +264,7 @@ pub fn progress_for(flow: &Flow) -> Arc<Progress> {
         .collect();
     names.push(crate::definition::DEAD_LETTER.to_string());
     Arc::new(Progress {
+        first_record_ms: AtomicU64::new(u64::MAX),
         records_out: names.iter().map(|_| AtomicU64::new(0)).collect(),
         bytes_out: names.iter().map(|_| AtomicU64::new(0)).collect(),
         sink_names: names,
@@ -262,7 +287,11 @@ async fn run_prepared(
         opts,
         stop: stop.clone(),
         progress,
+        started: Instant::now(),
     });
+    ctx.progress
+        .started_unix_ms
+        .store(tablinum_proto::unix_ms(), Ordering::Relaxed);
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..ctx.plan.sources.len() {
         for p in 0..flow.parallelism {
@@ -800,6 +829,11 @@ impl Task {
                 continue;
             }
             idle_since = None;
+            let now = self.ctx.started.elapsed().as_millis() as u64;
+            self.ctx
+                .progress
+                .first_record_ms
+                .fetch_min(now, Ordering::Relaxed);
             self.ctx
                 .progress
                 .records_in
@@ -1021,18 +1055,47 @@ impl Task {
     async fn commit(&mut self) -> Result<(), RunError> {
         let to = self.next;
         let number = self.ctx.progress.commits.fetch_add(1, Ordering::Relaxed) + 1;
-        for (i, s) in self.sinks.iter_mut().enumerate() {
-            let (n, bytes) = commit_sink(&self.ctx, s, self.p, to).await?;
-            self.ctx.progress.records_out[i].fetch_add(n, Ordering::Relaxed);
-            self.ctx.progress.bytes_out[i].fetch_add(bytes, Ordering::Relaxed);
-            if self.ctx.opts.crash_at == Some((number, i)) {
-                eprintln!("{CRASH_AT_ENV}: ending the process after commit {number}, sink {i}");
+        let mut carried = 0;
+        // Every sink commits at once (their positions are independent);
+        // the crash seam fires after the (k+1)-th of them finished, while
+        // the others may still be in flight.
+        let ctx = self.ctx.clone();
+        let p = self.p;
+        let mut pending: FuturesUnordered<_> = self
+            .sinks
+            .iter_mut()
+            .enumerate()
+            .map(|(i, s)| {
+                let ctx = &ctx;
+                async move { (i, commit_sink(ctx, s, p, to).await) }
+            })
+            .collect();
+        let mut finished = 0;
+        while let Some((i, r)) = pending.next().await {
+            let (n, bytes) = r?;
+            carried += n;
+            ctx.progress.records_out[i].fetch_add(n, Ordering::Relaxed);
+            ctx.progress.bytes_out[i].fetch_add(bytes, Ordering::Relaxed);
+            if ctx.opts.crash_at == Some((number, finished)) {
+                eprintln!(
+                    "{CRASH_AT_ENV}: ending the process in commit {number} after {} sinks committed",
+                    finished + 1
+                );
                 std::process::abort();
             }
+            finished += 1;
         }
+        drop(pending);
         #[cfg(feature = "kafka")]
         if let Reader::Kafka(k) = &self.reader {
             k.commit_group(to)?;
+        }
+        if carried > 0 {
+            let now = self.ctx.started.elapsed().as_millis() as u64;
+            self.ctx
+                .progress
+                .last_commit_ms
+                .fetch_max(now, Ordering::Relaxed);
         }
         self.last_commit = Instant::now();
         Ok(())
