@@ -147,11 +147,15 @@ pub fn read_files(dir: &FsPath, v: &mut Validator, seen: &mut SinkSeen) -> Resul
         .map_err(io)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.') && n.ends_with(".jsonl"))
+        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     for n in names {
         if !is_committed_file(&n) {
+            continue;
+        }
+        if n.ends_with(crate::run::PARQUET_EXT) {
+            read_parquet(&dir.join(&n), v, seen)?;
             continue;
         }
         let data = std::fs::read(dir.join(&n)).map_err(io)?;
@@ -278,5 +282,27 @@ fn read_kafka(
 ) -> Result<(), RunError> {
     Err(RunError::Setup(format!(
         "line {line}: Kafka is not in this build (feature `kafka`)"
+    )))
+}
+
+#[cfg(feature = "parquet")]
+fn read_parquet(path: &FsPath, v: &mut Validator, seen: &mut SinkSeen) -> Result<(), RunError> {
+    let mut err = None;
+    crate::parquet_file::read(path, &mut |_, _, r| {
+        if err.is_none() {
+            if let Err(e) = observe(v, seen, r) {
+                err = Some(e);
+            }
+        }
+    })
+    .map_err(RunError::Io)?;
+    err.map_or(Ok(()), Err)
+}
+
+#[cfg(not(feature = "parquet"))]
+fn read_parquet(path: &FsPath, _: &mut Validator, _: &mut SinkSeen) -> Result<(), RunError> {
+    Err(RunError::Setup(format!(
+        "{}: Parquet is not in this build (feature `parquet`)",
+        path.display()
     )))
 }

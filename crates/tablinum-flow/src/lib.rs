@@ -23,6 +23,8 @@
 //! - [`check`]: reads what sinks hold back and validates it.
 //! - `kafka` (feature `kafka`, on by default): Kafka sources and
 //!   transactional sinks through rdkafka.
+//! - `parquet_file` (feature `parquet`, on by default): the Parquet
+//!   files of a file sink.
 
 pub mod check;
 pub mod definition;
@@ -31,5 +33,7 @@ pub mod generator;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod ops;
+#[cfg(feature = "parquet")]
+pub mod parquet_file;
 pub mod run;
 pub mod validate;

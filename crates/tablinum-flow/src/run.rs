@@ -199,6 +199,7 @@ enum PlanSink {
     },
     Files {
         dir: PathBuf,
+        parquet: bool,
     },
     #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     Kafka {
@@ -514,17 +515,13 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
                         }
                     }
                     Sink::Files { dir, format } => {
-                        if *format == FileFormat::Parquet {
-                            return Err(RunError::Setup(format!(
-                                "line {}: Parquet file sinks are not built yet; use format = \"jsonl\"",
-                                n.line
-                            )));
-                        }
                         let d = opts.root.join(dir);
-                        std::fs::create_dir_all(&d).map_err(|e| {
-                            RunError::Io(format!("creating {}: {e}", d.display()))
-                        })?;
-                        PlanSink::Files { dir: d }
+                        std::fs::create_dir_all(&d)
+                            .map_err(|e| RunError::Io(format!("creating {}: {e}", d.display())))?;
+                        PlanSink::Files {
+                            dir: d,
+                            parquet: *format == FileFormat::Parquet,
+                        }
                     }
                 });
             }
@@ -591,7 +588,10 @@ enum SinkTask {
         dir: PathBuf,
         prefix: String,
         pos: u64,
+        /// JSON lines, or (for Parquet) empty.
         buf: Vec<u8>,
+        /// Parquet rows: (input offset, JSON).
+        rows: Option<Vec<(u64, Vec<u8>)>>,
         records: u64,
         first: Option<u64>,
     },
@@ -641,7 +641,12 @@ impl SinkTask {
                 .map(|p| p.buf.iter().map(Vec::len).sum::<usize>())
                 .sum(),
             SinkTask::Table { rows, .. } => rows.iter().map(|m| m.value.len()).sum(),
-            SinkTask::Files { buf, .. } => buf.len(),
+            SinkTask::Files { buf, rows, .. } => {
+                buf.len()
+                    + rows
+                        .as_ref()
+                        .map_or(0, |r| r.iter().map(|x| x.1.len()).sum())
+            }
             #[cfg(feature = "kafka")]
             SinkTask::Kafka { buf, .. } => buf.iter().map(|r| r.1.len()).sum(),
         }
@@ -752,7 +757,7 @@ impl Task {
                 }
                 #[cfg(not(feature = "kafka"))]
                 PlanSink::Kafka { .. } => return Err(no_kafka(0)),
-                PlanSink::Files { dir, .. } => {
+                PlanSink::Files { dir, parquet } => {
                     let prefix = format!("{src_name}-{p:05}-");
                     let pos = files_position(dir, &prefix)?;
                     SinkTask::Files {
@@ -760,6 +765,7 @@ impl Task {
                         prefix,
                         pos,
                         buf: Vec::new(),
+                        rows: parquet.then(Vec::new),
                         records: 0,
                         first: None,
                     }
@@ -884,7 +890,7 @@ impl Task {
                 .iter()
                 .any(|p| p.pos.is_some_and(|x| x < self.next) || !p.buf.is_empty()),
             SinkTask::Table { pos, .. } => *pos < self.next,
-            SinkTask::Files { buf, .. } => !buf.is_empty(),
+            SinkTask::Files { records, .. } => *records > 0,
             #[cfg(feature = "kafka")]
             SinkTask::Kafka { pos, buf, .. } => *pos < self.next || !buf.is_empty(),
         })
@@ -1036,6 +1042,7 @@ impl Task {
             SinkTask::Files {
                 pos,
                 buf,
+                rows,
                 records,
                 first,
                 ..
@@ -1043,9 +1050,19 @@ impl Task {
                 if *pos > rec.offset {
                     return;
                 }
+                match rows {
+                    // Parquet keeps records as UTF-8 strings.
+                    Some(_) if std::str::from_utf8(&rec.json).is_err() => {
+                        self.dead_letter(rec.offset, raw);
+                        return;
+                    }
+                    Some(rows) => rows.push((rec.offset, rec.json.to_vec())),
+                    None => {
+                        buf.extend_from_slice(&rec.json);
+                        buf.push(b'\n');
+                    }
+                }
                 first.get_or_insert(rec.offset);
-                buf.extend_from_slice(&rec.json);
-                buf.push(b'\n');
                 *records += 1;
             }
         }
@@ -1211,6 +1228,7 @@ async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, p: u32, to: u64) -> Result<(u6
             prefix,
             pos,
             buf,
+            rows,
             records,
             first,
         } => {
@@ -1218,9 +1236,20 @@ async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, p: u32, to: u64) -> Result<(u6
                 return Ok((0, 0));
             };
             let last = to - 1;
-            let name = format!("{prefix}{f:020}-{last:020}.jsonl");
-            let bytes = buf.len() as u64;
-            write_committed(dir, &name, buf)?;
+            let (bytes, ext) = match rows {
+                Some(r) => (r.iter().map(|x| x.1.len() as u64).sum(), PARQUET_EXT),
+                None => (buf.len() as u64, JSONL_EXT),
+            };
+            let name = format!("{prefix}{f:020}-{last:020}{ext}");
+            match rows {
+                Some(r) => {
+                    write_committed(dir, &name, |file| write_parquet(file, p, r))?;
+                    r.clear();
+                }
+                None => write_committed(dir, &name, |file| {
+                    file.write_all(buf).map_err(|e| e.to_string())
+                })?,
+            }
             let n = *records;
             buf.clear();
             *records = 0;
@@ -1234,16 +1263,36 @@ async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, p: u32, to: u64) -> Result<(u6
 /// Suffix of a file being written (never read as committed).
 pub const IN_PROGRESS_SUFFIX: &str = ".inprogress";
 
-/// Writes `name` in `dir` whole or not at all: aside under
-/// `.NAME.inprogress`, fsynced, renamed, the directory fsynced.
-fn write_committed(dir: &FsPath, name: &str, data: &[u8]) -> Result<(), RunError> {
+/// Suffix of a committed JSON-lines file.
+pub const JSONL_EXT: &str = ".jsonl";
+/// Suffix of a committed Parquet file.
+pub const PARQUET_EXT: &str = ".parquet";
+
+#[cfg(feature = "parquet")]
+fn write_parquet(f: &mut std::fs::File, p: u32, rows: &[(u64, Vec<u8>)]) -> Result<(), String> {
+    crate::parquet_file::write(f, p, rows)
+}
+
+#[cfg(not(feature = "parquet"))]
+fn write_parquet(_: &mut std::fs::File, _: u32, _: &[(u64, Vec<u8>)]) -> Result<(), String> {
+    Err("Parquet is not in this build (feature `parquet`)".into())
+}
+
+/// Writes `name` in `dir` whole or not at all: `fill` writes it aside
+/// under `.NAME.inprogress`; then it is fsynced, renamed and the directory
+/// fsynced.
+fn write_committed(
+    dir: &FsPath,
+    name: &str,
+    fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
+) -> Result<(), RunError> {
     let io = |what: &str, p: &FsPath, e: std::io::Error| {
         RunError::Io(format!("{what} {}: {e}", p.display()))
     };
     let tmp = dir.join(format!(".{name}{IN_PROGRESS_SUFFIX}"));
     let fin = dir.join(name);
     let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", &tmp, e))?;
-    f.write_all(data).map_err(|e| io("writing", &tmp, e))?;
+    fill(&mut f).map_err(|e| RunError::Io(format!("writing {}: {e}", tmp.display())))?;
     f.sync_all().map_err(|e| io("syncing", &tmp, e))?;
     drop(f);
     std::fs::rename(&tmp, &fin).map_err(|e| io("renaming into", &fin, e))?;
@@ -1277,15 +1326,22 @@ fn files_position(dir: &FsPath, prefix: &str) -> Result<u64, RunError> {
 
 /// The (first, last) input offsets a committed file of `prefix` names.
 pub fn committed_range(name: &str, prefix: &str) -> Option<(u64, u64)> {
-    let rest = name.strip_prefix(prefix)?.strip_suffix(".jsonl")?;
+    let rest = name.strip_prefix(prefix)?;
+    let rest = rest
+        .strip_suffix(JSONL_EXT)
+        .or_else(|| rest.strip_suffix(PARQUET_EXT))?;
     let (a, b) = rest.split_once('-')?;
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// Whether `name` is a committed file of a file sink
-/// (`SOURCE-PPPPP-FIRST-LAST.jsonl`, twenty digits each offset).
+/// (`SOURCE-PPPPP-FIRST-LAST.jsonl` or `.parquet`, twenty digits each
+/// offset).
 pub fn is_committed_file(name: &str) -> bool {
-    let Some(rest) = name.strip_suffix(".jsonl") else {
+    let Some(rest) = name
+        .strip_suffix(JSONL_EXT)
+        .or_else(|| name.strip_suffix(PARQUET_EXT))
+    else {
         return false;
     };
     let mut it = rest.rsplitn(4, '-');
@@ -1332,7 +1388,13 @@ mod tests {
         write_committed(
             &d,
             "s-00000-00000000000000000000-00000000000000000009.jsonl",
-            b"x\n",
+            |f| {
+                f.write_all(
+                    b"x
+",
+                )
+                .map_err(|e| e.to_string())
+            },
         )
         .unwrap();
         std::fs::write(
