@@ -64,9 +64,9 @@ fn the_readme_quick_start_runs_as_written() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&cwd).unwrap();
     std::fs::create_dir_all(&home).unwrap();
-    // The quick start runs from the repository's root: it names README.md
-    // and bench/workloads.
-    for f in ["README.md", "bench"] {
+    // The quick start runs from the repository's root: it names README.md,
+    // bench/workloads and examples.
+    for f in ["README.md", "bench", "examples"] {
         std::os::unix::fs::symlink(repo_root().join(f), cwd.join(f)).unwrap();
     }
     let bin_dir = Path::new(BIN).parent().unwrap().to_path_buf();
@@ -138,6 +138,12 @@ fn the_readme_quick_start_runs_as_written() {
                 "{stdout}"
             ),
             "tablinum get demo hello" => assert_eq!(stdout, "world"),
+            "tablinum flow validate examples/splitter.toml" => assert!(
+                stdout.contains(
+                    "expected 20000, received 20000, lost 0, duplicated 0, unexpected 0: EXACT"
+                ),
+                "{stdout}"
+            ),
             "tablinum scan demo --index lang" => assert_eq!(stdout, "en\thello\n"),
             "tablinum scan copy --count" => assert_eq!(stdout, "2\n"),
             c if c.starts_with("tablinum bench run") => {
