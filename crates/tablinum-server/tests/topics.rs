@@ -247,3 +247,32 @@ fn bad_topic_input_is_refused_and_changes_nothing() {
     assert_eq!(got, vec![(0, b"one".to_vec())]);
     assert_eq!(c.client.topic_head("t", 0).unwrap().next, 1);
 }
+
+#[test]
+fn outsiders_and_read_tokens_cannot_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    c.client
+        .create_topic("guarded", 1, Durability::Sync)
+        .unwrap();
+    c.wait_open("topic.guarded", 1);
+    let (_, reader) = c
+        .client
+        .create_token(tablinum_client::Role::Read, "reader")
+        .unwrap();
+    let req = tablinum_proto::v1::AppendRequest {
+        table: "topic.guarded".into(),
+        records: vec![b"forged".to_vec()],
+        ..Default::default()
+    };
+    for (who, cred, code) in [
+        ("no credentials", None, tonic::Code::Unauthenticated),
+        ("a read token", Some(&reader), tonic::Code::PermissionDenied),
+    ] {
+        let mut raw = c.rt.block_on(common::raw_tserver_as(&c.addr(), cred));
+        let e = c.rt.block_on(raw.append(req.clone())).unwrap_err();
+        assert_eq!(e.code(), code, "{who}: {e:?}");
+    }
+    assert!(read_all(&c, "guarded", 0, 0).is_empty());
+    assert_eq!(c.client.topic_head("guarded", 0).unwrap().next, 0);
+}
