@@ -6,30 +6,16 @@
 //! SIGKILLed at random moments over many rounds, the cluster itself once,
 //! and validation must still find every record exactly once.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{spawn_up, Cli, Out, Procs};
-
-fn start(dir: &Path) -> (Procs, Cli) {
-    let home = dir.join("home");
-    let (child, grpc, _) = spawn_up(&dir.join("data"), &home);
-    (
-        Procs(vec![child]),
-        Cli {
-            grpc,
-            home,
-            dir: dir.to_path_buf(),
-        },
-    )
-}
+use common::{spawn_up, Cli, Out};
 
 #[test]
 fn topics_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (_procs, cli) = start(dir.path());
+    let (_procs, cli) = Cli::up(dir.path());
     assert!(cli
         .ok(&["topic", "create", "t", "--partitions", "2"])
         .contains("created topic t with 2 partitions"));
@@ -153,7 +139,7 @@ fn run_to_idle(cli: &Cli, flow: &str, idle_ms: &str) -> Out {
 #[test]
 fn the_splitter_delivers_every_record_once_across_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut procs, mut cli) = start(dir.path());
+    let (mut procs, mut cli) = Cli::up(dir.path());
     let flow = dir.path().join("split3.toml");
     std::fs::write(&flow, SPLITTER).unwrap();
     let flow = flow.to_str().unwrap().to_string();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{spawn_up, Cli, Procs};
+use common::Cli;
 
 /// A broker started by the repository's script; stopped when dropped.
 struct Broker {
@@ -126,14 +126,7 @@ fn kafka_to_kafka_is_exactly_once_across_flow_and_broker_kills() {
     // Below the ephemeral range (32768+) the other tests' servers use.
     let port = 20_000 + (std::process::id() % 10_000) as u16;
     let broker = Broker::start(&dir.path().join("kafka"), port);
-    let home = dir.path().join("home");
-    let (child, grpc, _) = spawn_up(&dir.path().join("data"), &home);
-    let _procs = Procs(vec![child]);
-    let cli = Cli {
-        grpc,
-        home,
-        dir: dir.path().to_path_buf(),
-    };
+    let (_procs, cli) = Cli::up(dir.path());
     let brokers = broker.addr();
     let flow = dir.path().join("ksplit.toml");
     std::fs::write(&flow, flow_text(&brokers)).unwrap();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 mod common;
 
-use common::{spawn_up, Cli, Procs};
+use common::Cli;
 
 const FLOW: &str = r#"
 [flow]
@@ -31,14 +31,7 @@ format = "parquet"
 #[test]
 fn parquet_files_hold_every_record_once_and_read_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let (child, grpc, _) = spawn_up(&dir.path().join("data"), &home);
-    let _procs = Procs(vec![child]);
-    let cli = Cli {
-        grpc,
-        home,
-        dir: dir.path().to_path_buf(),
-    };
+    let (_procs, cli) = Cli::up(dir.path());
     let flow = dir.path().join("toparquet.toml");
     std::fs::write(&flow, FLOW).unwrap();
     let flow = flow.to_str().unwrap().to_string();

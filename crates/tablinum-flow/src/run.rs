@@ -1122,7 +1122,6 @@ impl Task {
 /// Commits one sink's buffer with input position `to`; returns the
 /// records and bytes it committed.
 async fn commit_sink(ctx: &Ctx, s: &mut SinkTask, p: u32, to: u64) -> Result<(u64, u64), RunError> {
-    let _ = p;
     match s {
         #[cfg(feature = "kafka")]
         SinkTask::Kafka {

@@ -159,6 +159,22 @@ pub struct Out {
 }
 
 impl Cli {
+    /// Starts `tablinum up` on `dir/data` with its credentials in
+    /// `dir/home`; returns it (killed when dropped) and the CLI for it,
+    /// working in `dir`.
+    pub fn up(dir: &Path) -> (Procs, Cli) {
+        let home = dir.join("home");
+        let (child, grpc, _) = spawn_up(&dir.join("data"), &home);
+        (
+            Procs(vec![child]),
+            Cli {
+                grpc,
+                home,
+                dir: dir.to_path_buf(),
+            },
+        )
+    }
+
     /// Spawns `tablinum ARGS`, its output discarded, with the flow crash
     /// point `crash_at` if given.
     pub fn spawn(&self, args: &[&str], crash_at: Option<&str>) -> Child {
