@@ -70,7 +70,9 @@ fn client(e: &ClientError, cluster: Option<&str>) -> (Code, Option<String>) {
     match e {
         ClientError::InvalidArgument(_) => (Code::Usage, None),
         ClientError::NotFound(m) => {
-            let hint = if m.contains("table") {
+            let hint = if m.contains("flow") {
+                "`tablinum flow list` shows the submitted flows"
+            } else if m.contains("table") {
                 "`tablinum table list` shows the tables; `tablinum table create NAME` makes one"
             } else {
                 "`tablinum table list` shows the tables"

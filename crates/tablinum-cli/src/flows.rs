@@ -1,5 +1,7 @@
 //! `tablinum flow ...`: check a dataflow definition, run it against a
-//! cluster (its tasks in this process), and validate what it delivered.
+//! cluster (its tasks in this process) or submit it to the cluster's
+//! workers, stop and list submitted flows, and validate what a flow
+//! delivered.
 //!
 //! Owns the command-line face of flows; what a flow does is
 //! `tablinum_flow::run`.
@@ -47,6 +49,24 @@ pub enum FlowCommand {
         /// Stop once every task has been at the end of its input this long.
         #[arg(long)]
         until_idle_ms: Option<u64>,
+    },
+    /// Submit a flow to the cluster: its tasks run on the workers
+    /// (`tablinum worker`), each under a lease; a stopped flow starts again.
+    Submit {
+        /// The definition (TOML).
+        file: PathBuf,
+    },
+    /// Stop a submitted flow: each task commits what it holds and ends.
+    Stop {
+        /// The flow's name.
+        name: String,
+    },
+    /// Every submitted flow: running or stopped, tasks held, records/s.
+    List,
+    /// One submitted flow's tasks: holder, epoch, position, lag, rate.
+    Status {
+        /// The flow's name.
+        name: String,
     },
     /// Read every sink back and report expected, received, lost and
     /// duplicated records (generated input only); exit 1 unless exact.
@@ -148,6 +168,109 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
                     "  {name}: {} records, {} bytes",
                     progress.records_out[i].load(Ordering::Relaxed),
                     progress.bytes_out[i].load(Ordering::Relaxed)
+                );
+            }
+        }
+        FlowCommand::Submit { file } => {
+            let flow = load(&file)?;
+            let text = std::fs::read_to_string(&file)?;
+            let c = s.client()?;
+            // The sources must exist now, not only in a worker's log.
+            for n in &flow.nodes {
+                if let tablinum_flow::definition::Kind::Source(
+                    tablinum_flow::definition::Source::Topic(t),
+                ) = &n.kind
+                {
+                    let topic = c.topic(t).with_context(|| {
+                        format!("{}: line {}: source topic {t}", file.display(), n.line)
+                    })?;
+                    if topic.partitions() != flow.parallelism {
+                        usage!(
+                            "{}: line {}: source topic {t} has {} partitions but the flow's parallelism is {}",
+                            file.display(),
+                            n.line,
+                            topic.partitions(),
+                            flow.parallelism
+                        );
+                    }
+                }
+            }
+            let started = c.block_on(c.as_async().submit_flow(&flow.name, &text, flow.tasks()))?;
+            if started {
+                out!(
+                    "flow {} submitted: {} tasks go to the cluster's workers (tablinum flow status {})",
+                    flow.name,
+                    flow.tasks(),
+                    flow.name
+                );
+            } else {
+                out!("flow {} runs already with this definition", flow.name);
+            }
+        }
+        FlowCommand::Stop { name } => {
+            let c = s.client()?;
+            c.block_on(c.as_async().stop_flow(&name))?;
+            out!("flow {name} stopped: its tasks commit what they hold and leave their workers");
+        }
+        FlowCommand::List => {
+            let c = s.client()?;
+            let flows = c.block_on(c.as_async().list_flows())?;
+            if flows.is_empty() {
+                out!("no flow is submitted");
+            }
+            for f in flows {
+                let held = f.tasks.iter().filter(|t| !t.worker.is_empty()).count();
+                let rate: f64 = f
+                    .tasks
+                    .iter()
+                    .filter_map(|t| t.report.as_ref())
+                    .map(|r| r.records_per_sec)
+                    .sum();
+                let lag: u64 = f
+                    .tasks
+                    .iter()
+                    .filter_map(|t| t.report.as_ref())
+                    .map(|r| r.lag)
+                    .sum();
+                out!(
+                    "{}  {}  {held}/{} tasks held  {rate:.0} records/s  lag {lag}",
+                    f.name,
+                    if f.running { "running" } else { "stopped" },
+                    f.tasks.len()
+                );
+            }
+        }
+        FlowCommand::Status { name } => {
+            let c = s.client()?;
+            let flows = c.block_on(c.as_async().list_flows())?;
+            let Some(f) = flows.into_iter().find(|f| f.name == name) else {
+                return Err(tablinum_client::Error::NotFound(format!(
+                    "no flow {name} is submitted"
+                ))
+                .into());
+            };
+            out!(
+                "flow {}: {}",
+                f.name,
+                if f.running { "running" } else { "stopped" }
+            );
+            out!("task  worker                epoch  position     records_in   records/s  lag        report");
+            for t in &f.tasks {
+                let r = t.report.clone().unwrap_or_default();
+                let seen = if t.report.is_some() {
+                    format!("{} ms ago", t.last_report_ms)
+                } else {
+                    "-".into()
+                };
+                out!(
+                    "{:<5} {:<21} {:<6} {:<12} {:<12} {:<10.0} {:<10} {seen}",
+                    t.task,
+                    if t.worker.is_empty() { "-" } else { &t.worker },
+                    t.epoch,
+                    r.position,
+                    r.records_in,
+                    r.records_per_sec,
+                    r.lag
                 );
             }
         }

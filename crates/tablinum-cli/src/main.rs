@@ -93,6 +93,14 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Run a dataflow worker from a config file's [worker] section: it
+    /// runs the flow tasks the manager leases to it (`tablinum flow
+    /// submit`).
+    Worker {
+        /// TOML config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Create, drop, list tables; show a table's tablets.
     Table {
         #[command(flatten)]
@@ -416,6 +424,7 @@ fn run_local(command: Command) -> anyhow::Result<Outcome> {
         Command::Manager { config } => roles::role(config, true)?,
         Command::Tserver { config } => roles::role(config, false)?,
         Command::Sserver { config } => roles::sserver(config)?,
+        Command::Worker { config } => roles::worker(config)?,
         Command::Table { .. }
         | Command::Put(_)
         | Command::Get(_)

@@ -1,5 +1,5 @@
 //! The server roles of the binary: `up` (the embedded cluster), `manager`,
-//! `tserver` and `sserver`. Starting a role, printing its banner and
+//! `tserver`, `sserver` and the dataflow `worker`. Starting a role, printing its banner and
 //! waiting for Ctrl-C, SIGTERM or (with [`EXIT_WITH_PARENT_ENV`]) its
 //! parent's exit; the roles themselves live in `tablinum-server`. Output
 //! goes through [`out!`], so a closed pipe ends the banner quietly.
@@ -109,6 +109,86 @@ pub fn sserver(config: PathBuf) -> anyhow::Result<()> {
             Ok(())
         },
     )
+}
+
+/// How often a worker prints its progress line, ms.
+const WORKER_PROGRESS_MS: u64 = 5_000;
+
+/// Runs `tablinum worker` from a config file's `[worker]` section until
+/// Ctrl-C, SIGTERM or (with [`EXIT_WITH_PARENT_ENV`]) its parent's exit;
+/// then its tasks commit what they hold and go back to the manager.
+pub fn worker(config: PathBuf) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use tablinum_flow::worker::{work, WorkerConfig, WorkerStatus};
+
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("cannot read config {}", config.display()))?;
+    let cfg = match WorkerConfig::parse(&text) {
+        Ok(c) => c,
+        Err(e) => bail!("config {}: {e}", config.display()),
+    };
+    let secret =
+        tablinum_auth::files::load_cluster_secret(&cfg.cluster_secret_file).with_context(|| {
+            format!(
+                "[worker] cluster_secret_file {}",
+                cfg.cluster_secret_file.display()
+            )
+        })?;
+    let tls = if cfg.tls_ca.as_os_str().is_empty() {
+        None
+    } else {
+        Some(tablinum_client::ClientTls::from_files(&cfg.tls_ca, None)?)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("tablinum-worker")
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let client = tablinum_client::AsyncClient::connect(
+            &cfg.manager,
+            tablinum_client::ClientConfig {
+                credential: Some(secret.credential()),
+                tls,
+                ..tablinum_client::ClientConfig::default()
+            },
+        )
+        .await
+        .with_context(|| format!("connecting to the manager at {}", cfg.manager))?;
+        out!(
+            "tablinum {} worker {}: ready (manager {}, at most {} tasks, file sinks under {})",
+            tablinum_server::VERSION,
+            cfg.id,
+            cfg.manager,
+            cfg.tasks_max,
+            cfg.root.display()
+        );
+        let _ = std::io::stdout().flush();
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(WorkerStatus::default());
+        let id = cfg.id.clone();
+        let mut job = tokio::spawn(work(client, cfg, stop.clone(), status.clone()));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(WORKER_PROGRESS_MS));
+        let r = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                _ = tokio::signal::ctrl_c() => stop.store(true, Ordering::Relaxed),
+                _ = term.recv() => stop.store(true, Ordering::Relaxed),
+                _ = parent_gone() => stop.store(true, Ordering::Relaxed),
+                _ = tick.tick() => eprintln!(
+                    "worker {id}: {} tasks, {} heartbeats answered",
+                    status.tasks.load(Ordering::Relaxed),
+                    status.heartbeats.load(Ordering::Relaxed)
+                ),
+            }
+        };
+        r.context("the worker loop failed")??;
+        out!("worker {id}: stopped; its tasks committed what they held");
+        anyhow::Ok(())
+    })
 }
 
 /// Runs `tablinum manager` / `tablinum tserver` from a config file.

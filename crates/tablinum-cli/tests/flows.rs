@@ -165,13 +165,7 @@ fn the_splitter_delivers_every_record_once_across_kills() {
     assert_eq!(r.code, 0, "{}", r.err);
 
     // Kill the flow at random moments; more input arrives between rounds.
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rnd = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rnd = common::xorshift(0x9E37_79B9_7F4A_7C15u64);
     for round in 0..6 {
         let mut f = cli.spawn(&["flow", "run", &flow, "--root", "files"], None);
         std::thread::sleep(Duration::from_millis(300 + rnd(1200)));

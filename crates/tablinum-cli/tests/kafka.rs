@@ -159,13 +159,7 @@ fn kafka_to_kafka_is_exactly_once_across_flow_and_broker_kills() {
         assert!(out.contains("into Kafka topic klogs"), "{out}");
     };
     gen("2000");
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut rnd = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rnd = common::xorshift(0x2545_F491_4F6C_DD1Du64);
     let run_args = ["flow", "run", &flow, "--until-idle-ms", "3000"];
     for round in 0..4 {
         let mut f = cli.spawn(&run_args, None);

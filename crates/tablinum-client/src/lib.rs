@@ -16,6 +16,7 @@ mod batch;
 pub mod coordinator;
 mod error;
 mod eventual;
+pub mod flow;
 mod point;
 pub mod sortkey;
 pub mod topic;

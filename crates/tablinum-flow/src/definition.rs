@@ -318,6 +318,18 @@ pub struct Flow {
     pub edges: Vec<Edge>,
 }
 
+impl Flow {
+    /// Its tasks: one per source partition (sources × parallelism).
+    pub fn tasks(&self) -> u32 {
+        let sources = self
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.kind, Kind::Source(_)))
+            .count() as u32;
+        sources * self.parallelism
+    }
+}
+
 fn line_of(text: &str, at: usize) -> usize {
     text[..at.min(text.len())].matches('\n').count() + 1
 }

@@ -21,6 +21,8 @@
 //!   partition, operators fused in memory, every sink committing its
 //!   output with the input position it covers (exactly once per sink).
 //! - [`check`]: reads what sinks hold back and validates it.
+//! - [`worker`]: the worker role — runs the tasks the manager leases to
+//!   it and reports their progress.
 //! - `kafka` (feature `kafka`, on by default): Kafka sources and
 //!   transactional sinks through rdkafka.
 //! - `parquet_file` (feature `parquet`, on by default): the Parquet
@@ -37,3 +39,4 @@ pub mod ops;
 pub mod parquet_file;
 pub mod run;
 pub mod validate;
+pub mod worker;

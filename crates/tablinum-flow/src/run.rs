@@ -273,6 +273,107 @@ pub fn progress_for(flow: &Flow) -> Arc<Progress> {
     })
 }
 
+/// One task's control and live figures, shared between the task and
+/// whoever runs it (a worker reports them in its heartbeat).
+#[derive(Debug, Default)]
+pub struct TaskCtl {
+    /// Set: the task commits what it holds and ends.
+    pub stop: AtomicBool,
+    /// The task may commit only before this instant (none: no lease, as
+    /// in `flow run`); past it, it ends without committing.
+    lease_until: parking_lot::Mutex<Option<Instant>>,
+    /// The input position every sink has committed (next offset to read).
+    pub position: AtomicU64,
+    /// Records read.
+    pub records_in: AtomicU64,
+}
+
+impl TaskCtl {
+    /// A task under a lease that ends at `until`.
+    pub fn leased(until: Instant) -> Arc<TaskCtl> {
+        let c = TaskCtl::default();
+        *c.lease_until.lock() = Some(until);
+        Arc::new(c)
+    }
+
+    /// Extends (or shortens) the lease.
+    pub fn renew(&self, until: Instant) {
+        *self.lease_until.lock() = Some(until);
+    }
+
+    /// Whether the lease (if any) still holds.
+    pub fn lease_holds(&self) -> bool {
+        self.lease_until.lock().is_none_or(|u| Instant::now() < u)
+    }
+}
+
+/// A prepared flow whose tasks run one by one (a worker runs the tasks the
+/// manager gave it): what [`run`] does for every task at once.
+pub struct Runner {
+    ctx: Arc<Ctx>,
+}
+
+impl Runner {
+    /// Creates what the flow writes to and checks what it reads (as
+    /// [`run`] does).
+    pub async fn prepare(
+        c: AsyncClient,
+        flow: Arc<Flow>,
+        opts: RunOptions,
+        progress: Arc<Progress>,
+    ) -> Result<Runner, RunError> {
+        let plan = prepare(&c, &flow, &opts).await?;
+        Ok(Runner {
+            ctx: Arc::new(Ctx {
+                c,
+                flow,
+                plan,
+                opts,
+                stop: Arc::new(AtomicBool::new(false)),
+                progress,
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// Its tasks: sources × parallelism. Task `t` reads source
+    /// `t / parallelism`, partition `t % parallelism`.
+    pub fn tasks(&self) -> u32 {
+        self.ctx.plan.sources.len() as u32 * self.ctx.flow.parallelism
+    }
+
+    /// The tablinum topic and partition task `t` reads (none: a Kafka
+    /// source).
+    pub fn topic_of(&self, t: u32) -> Option<(String, u32)> {
+        let par = self.ctx.flow.parallelism;
+        match &self.ctx.plan.sources.get((t / par) as usize)?.1 {
+            Source::Topic(name) => Some((name.clone(), t % par)),
+            Source::Kafka { .. } => None,
+        }
+    }
+
+    /// Runs task `t` until `ctl.stop` is set or its lease ends (then it
+    /// ends with [`RunError::Fenced`] and commits nothing more).
+    pub async fn run_task(&self, t: u32, ctl: Arc<TaskCtl>) -> Result<(), RunError> {
+        if t >= self.tasks() {
+            return Err(RunError::Setup(format!(
+                "flow {} has {} tasks; there is no task {t}",
+                self.ctx.flow.name,
+                self.tasks()
+            )));
+        }
+        let par = self.ctx.flow.parallelism;
+        let ctx = self.ctx.clone();
+        ctx.progress.tasks_running.fetch_add(1, Ordering::Relaxed);
+        let r = match Task::start(ctx.clone(), (t / par) as usize, t % par, ctl).await {
+            Ok(mut task) => task.run().await,
+            Err(e) => Err(e),
+        };
+        ctx.progress.tasks_running.fetch_sub(1, Ordering::Relaxed);
+        r
+    }
+}
+
 async fn run_prepared(
     c: AsyncClient,
     flow: Arc<Flow>,
@@ -299,7 +400,7 @@ async fn run_prepared(
             let ctx = ctx.clone();
             ctx.progress.tasks_running.fetch_add(1, Ordering::Relaxed);
             tasks.spawn(async move {
-                let r = Task::start(ctx.clone(), s, p).await;
+                let r = Task::start(ctx.clone(), s, p, Arc::default()).await;
                 let r = match r {
                     Ok(mut t) => t.run().await,
                     Err(e) => Err(e),
@@ -671,13 +772,19 @@ struct Task {
     sinks: Vec<SinkTask>,
     /// The next input offset to read.
     next: u64,
-    /// The input position the buffers cover up to (what the next commit
-    /// stores).
+    /// When it last committed.
     last_commit: Instant,
+    /// Its stop flag, lease and live figures.
+    ctl: Arc<TaskCtl>,
 }
 
 impl Task {
-    async fn start(ctx: Arc<Ctx>, source: usize, p: u32) -> Result<Task, RunError> {
+    async fn start(
+        ctx: Arc<Ctx>,
+        source: usize,
+        p: u32,
+        ctl: Arc<TaskCtl>,
+    ) -> Result<Task, RunError> {
         let (src_node, spec) = ctx.plan.sources[source].clone();
         let src_name = ctx.flow.nodes[src_node].name.clone();
         let mut sinks = Vec::new();
@@ -799,6 +906,7 @@ impl Task {
             #[cfg(not(feature = "kafka"))]
             Source::Kafka { .. } => return Err(no_kafka(0)),
         };
+        ctl.position.store(next, Ordering::Relaxed);
         Ok(Task {
             ctx,
             source,
@@ -807,6 +915,7 @@ impl Task {
             sinks,
             next: next.max(start),
             last_commit: Instant::now(),
+            ctl,
         })
     }
 
@@ -814,7 +923,7 @@ impl Task {
         let interval = Duration::from_millis(self.ctx.flow.commit_interval_ms);
         let mut idle_since: Option<Instant> = None;
         loop {
-            if self.ctx.stop.load(Ordering::Relaxed) {
+            if self.ctx.stop.load(Ordering::Relaxed) || self.ctl.stop.load(Ordering::Relaxed) {
                 return self.commit().await;
             }
             let got = self.read().await?;
@@ -842,6 +951,9 @@ impl Task {
                 .fetch_min(now, Ordering::Relaxed);
             self.ctx
                 .progress
+                .records_in
+                .fetch_add(got.len() as u64, Ordering::Relaxed);
+            self.ctl
                 .records_in
                 .fetch_add(got.len() as u64, Ordering::Relaxed);
             for r in &got {
@@ -1070,6 +1182,12 @@ impl Task {
 
     /// Commits every sink at the current input position.
     async fn commit(&mut self) -> Result<(), RunError> {
+        if !self.ctl.lease_holds() {
+            return Err(RunError::Fenced(format!(
+                "task {}:{} of flow {}: its lease ended before this commit; nothing more is committed",
+                self.source, self.p, self.ctx.flow.name
+            )));
+        }
         let to = self.next;
         let number = self.ctx.progress.commits.fetch_add(1, Ordering::Relaxed) + 1;
         let mut carried = 0;
@@ -1114,6 +1232,7 @@ impl Task {
                 .last_commit_ms
                 .fetch_max(now, Ordering::Relaxed);
         }
+        self.ctl.position.store(to, Ordering::Relaxed);
         self.last_commit = Instant::now();
         Ok(())
     }

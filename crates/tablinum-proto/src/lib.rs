@@ -57,6 +57,22 @@ pub const TABLET_CONDITION_REASON_BYTES_MAX: usize = 1024;
 pub const FILE_PATH_BYTES_MAX: usize = 256;
 /// Longest token name, bytes.
 pub const TOKEN_NAME_BYTES_MAX: usize = 128;
+/// Bytes of a submitted flow definition, at most.
+pub const FLOW_DEFINITION_BYTES_MAX: usize = 256 << 10;
+/// Tasks of one flow, and tasks one worker reports, at most.
+pub const FLOW_TASKS_MAX: u32 = 4096;
+/// Submitted flows, at most.
+pub const FLOWS_MAX: usize = 1024;
+/// Longest flow name, bytes.
+pub const FLOW_NAME_BYTES_MAX: usize = 64;
+
+/// Checks a flow name: 1..=64 bytes of `[A-Za-z0-9_-]` (it names topics,
+/// tables and files, so no dot and no slash).
+pub fn check_flow_name(name: &str) -> Result<(), String> {
+    check_chars("flow name", name, 1, FLOW_NAME_BYTES_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '_' | '-')
+    })
+}
 
 /// Metadata key of a write's absolute deadline, ms since the Unix epoch.
 pub const DEADLINE_HEADER: &str = "tablinum-deadline-unix-ms";

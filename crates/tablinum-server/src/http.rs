@@ -549,6 +549,9 @@ impl Node {
                 }
             }
         }
+        if let Some(m) = &self.manager {
+            flow_metrics(&mut s, &m.snapshot());
+        }
         s
     }
 
@@ -664,6 +667,7 @@ impl Node {
                 );
             }
             h.push_str("</table>");
+            flow_page(&mut h, &snap);
         }
         if let Some(ss) = &self.sserver {
             let (running, queued) = ss.queue.depth();
@@ -969,4 +973,102 @@ fn condition_label(c: tablinum_proto::v1::TabletCondition) -> &'static str {
         C::TabletRecovering => "recovering",
         C::TabletStuck => "stuck",
     }
+}
+
+/// Flow and worker metrics of the manager: live workers, and per task its
+/// holder, position, lag and rate (labels: flow, task, worker).
+fn flow_metrics(s: &mut String, snap: &crate::manager::ManagerSnapshot) {
+    let _ = writeln!(
+        s,
+        "# HELP tablinum_manager_flow_workers Flow workers heard from within the heartbeat timeout.\n\
+         # TYPE tablinum_manager_flow_workers gauge\ntablinum_manager_flow_workers {}",
+        snap.workers
+    );
+    for (name, help, kind) in [
+        (
+            "tablinum_flow_task_position",
+            "Input position every sink of the task committed (next offset).",
+            "gauge",
+        ),
+        (
+            "tablinum_flow_task_records_in_total",
+            "Records the task read on its current worker.",
+            "counter",
+        ),
+        (
+            "tablinum_flow_task_records_per_second",
+            "Records per second the task read over its last report interval.",
+            "gauge",
+        ),
+        (
+            "tablinum_flow_task_lag",
+            "Records in the task's input partition past its position.",
+            "gauge",
+        ),
+        (
+            "tablinum_flow_task_epoch",
+            "Lease epoch of the task's current holder.",
+            "gauge",
+        ),
+    ] {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for f in &snap.flows {
+            for t in &f.tasks {
+                let r = t.report.clone().unwrap_or_default();
+                let v = match name {
+                    "tablinum_flow_task_position" => r.position as f64,
+                    "tablinum_flow_task_records_in_total" => r.records_in as f64,
+                    "tablinum_flow_task_records_per_second" => r.records_per_sec,
+                    "tablinum_flow_task_lag" => r.lag as f64,
+                    _ => t.epoch as f64,
+                };
+                let _ = writeln!(
+                    s,
+                    "{name}{{flow=\"{}\",task=\"{}\",worker=\"{}\"}} {v}",
+                    f.name, t.task, t.worker
+                );
+            }
+        }
+    }
+}
+
+/// The flows section of the manager's status page.
+fn flow_page(h: &mut String, snap: &crate::manager::ManagerSnapshot) {
+    let _ = write!(
+        h,
+        "<h2>Flows</h2><p>{} workers live</p><table><tr><th>flow</th><th>task</th><th>state</th>\
+         <th>worker</th><th>epoch</th><th>position</th><th>records in</th><th>records/s</th>\
+         <th>lag</th><th>last report</th></tr>",
+        snap.workers
+    );
+    for f in &snap.flows {
+        for t in &f.tasks {
+            let r = t.report.clone().unwrap_or_default();
+            let state = match (f.running, t.worker.is_empty()) {
+                (false, _) => "stopped",
+                (true, true) => "waiting for a worker",
+                (true, false) => "running",
+            };
+            let seen = if t.report.is_some() {
+                format!("{} ms ago", t.last_report_ms)
+            } else {
+                "-".into()
+            };
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td>{state}</td><td>{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.0}</td>\
+                 <td class=\"n\">{}</td><td>{seen}</td></tr>",
+                esc(&f.name),
+                t.task,
+                esc(&t.worker),
+                t.epoch,
+                r.position,
+                r.records_in,
+                r.records_per_sec,
+                r.lag,
+            );
+        }
+    }
+    h.push_str("</table>");
 }

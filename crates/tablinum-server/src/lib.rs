@@ -13,6 +13,7 @@
 
 pub mod config;
 mod error;
+pub mod flows;
 mod heartbeat;
 pub use error::{Error, Result};
 pub mod http;

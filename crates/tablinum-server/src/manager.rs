@@ -41,6 +41,7 @@ const KEY_DROPPED: &[u8] = b"dropped/";
 const KEY_NEXT_TABLE_ID: &[u8] = b"next_table_id";
 const KEY_TOKEN: &[u8] = b"token/";
 const KEY_TOKENS_VERSION: &[u8] = b"tokens_version";
+const KEY_FLOW: &[u8] = b"flow/";
 /// How often a token change checks whether every server has heard of it.
 const TOKENS_POLL: Duration = Duration::from_millis(20);
 /// How often a drop checks whether servers have let go of the table.
@@ -184,6 +185,8 @@ struct State {
     tokens_version: u64,
     /// When the previous placement pass ran (stall detection).
     last_pass: Option<Instant>,
+    /// Dataflows and their workers.
+    flows: crate::flows::Flows,
 }
 
 impl State {
@@ -245,6 +248,10 @@ pub struct ManagerSnapshot {
     pub servers_expired: u64,
     /// Tablet moves since start.
     pub reassignments: u64,
+    /// Submitted flows with their tasks.
+    pub flows: Vec<v1::FlowStatus>,
+    /// Live flow workers.
+    pub workers: usize,
 }
 
 /// The manager role.
@@ -362,6 +369,16 @@ impl Manager {
                     .map_err(|_| format!("manager metadata: {what} is not 8 bytes")),
             }
         };
+        let mut flows = Vec::new();
+        for (k, v) in load(KEY_FLOW)? {
+            let what = String::from_utf8_lossy(&k).to_string();
+            let f = crate::flows::FlowRecord::decode(v.as_slice())
+                .map_err(|e| corrupt(&what, e).message().to_string())?;
+            f.check()
+                .map_err(|e| format!("metadata record {what}: {e}"))?;
+            flows.push(f);
+        }
+        st.flows = crate::flows::Flows::load(flows, now);
         st.next_table_id = counter(KEY_NEXT_TABLE_ID)?.unwrap_or(1);
         st.tokens_version = counter(KEY_TOKENS_VERSION)?.unwrap_or(0);
         let bootstrap = st.tokens.is_empty();
@@ -619,7 +636,28 @@ impl Manager {
             scan_servers: scan_server_statuses(&st, self.cfg.heartbeat_timeout(), ""),
             servers_expired,
             reassignments,
+            flows: st.flows.statuses(Instant::now()),
+            workers: st.flows.workers(),
         }
+    }
+
+    /// Persists flow records that changed (one atomic batch).
+    fn save_flows(&self, recs: &[crate::flows::FlowRecord]) -> Result<(), Status> {
+        if recs.is_empty() {
+            return Ok(());
+        }
+        let mut b = Batch::new();
+        for r in recs {
+            b.put(&[KEY_FLOW, r.name.as_bytes()].concat(), &r.encode_to_vec());
+        }
+        self.write(&b)
+    }
+
+    /// One flow placement pass ([`crate::flows::Flows::place`]), persisted.
+    pub fn place_flows(&self) -> Result<(), Status> {
+        let mut st = self.state.lock();
+        let changed = st.flows.place(Instant::now(), self.cfg.heartbeat_timeout());
+        self.save_flows(&changed)
     }
 }
 
@@ -992,6 +1030,92 @@ impl ManagerRpc for ManagerService {
         }))
     }
 
+    async fn submit_flow(
+        &self,
+        req: Request<v1::SubmitFlowRequest>,
+    ) -> Result<Response<v1::SubmitFlowResponse>, Status> {
+        let who = authorize(&req, Need::Admin, "SubmitFlow")?;
+        let r = req.into_inner();
+        tablinum_proto::check_flow_name(&r.name).map_err(Status::invalid_argument)?;
+        if r.definition.len() > tablinum_proto::FLOW_DEFINITION_BYTES_MAX {
+            return Err(Status::invalid_argument(format!(
+                "flow definition is {} bytes; at most {} are allowed",
+                r.definition.len(),
+                tablinum_proto::FLOW_DEFINITION_BYTES_MAX
+            )));
+        }
+        if r.tasks == 0 || r.tasks > tablinum_proto::FLOW_TASKS_MAX {
+            return Err(Status::invalid_argument(format!(
+                "flow {} has {} tasks; allowed are 1..={}",
+                r.name,
+                r.tasks,
+                tablinum_proto::FLOW_TASKS_MAX
+            )));
+        }
+        let m = &self.0;
+        let mut st = m.state.lock();
+        let rec = st
+            .flows
+            .submit(&r.name, &r.definition, r.tasks)
+            .map_err(Status::failed_precondition)?;
+        let started = rec.is_some();
+        if let Some(rec) = rec {
+            m.save_flows(std::slice::from_ref(&rec))?;
+            tracing::info!(flow = %r.name, tasks = r.tasks, by = %who, "flow submitted");
+            let changed = st.flows.place(Instant::now(), m.cfg.heartbeat_timeout());
+            m.save_flows(&changed)?;
+        }
+        Ok(Response::new(v1::SubmitFlowResponse { started }))
+    }
+
+    async fn stop_flow(
+        &self,
+        req: Request<v1::StopFlowRequest>,
+    ) -> Result<Response<v1::StopFlowResponse>, Status> {
+        let who = authorize(&req, Need::Admin, "StopFlow")?;
+        let name = req.into_inner().name;
+        tablinum_proto::check_flow_name(&name).map_err(Status::invalid_argument)?;
+        let m = &self.0;
+        let mut st = m.state.lock();
+        let rec = st.flows.stop(&name).map_err(Status::not_found)?;
+        m.save_flows(std::slice::from_ref(&rec))?;
+        tracing::info!(flow = %name, by = %who, "flow stopped");
+        Ok(Response::new(v1::StopFlowResponse {}))
+    }
+
+    async fn list_flows(
+        &self,
+        req: Request<v1::ListFlowsRequest>,
+    ) -> Result<Response<v1::ListFlowsResponse>, Status> {
+        authorize(&req, Need::Read, "ListFlows")?;
+        let st = self.0.state.lock();
+        Ok(Response::new(v1::ListFlowsResponse {
+            flows: st.flows.statuses(Instant::now()),
+        }))
+    }
+
+    async fn worker_heartbeat(
+        &self,
+        req: Request<v1::WorkerHeartbeatRequest>,
+    ) -> Result<Response<v1::WorkerHeartbeatResponse>, Status> {
+        authorize(&req, Need::Cluster, "WorkerHeartbeat")?;
+        let hb = req.into_inner();
+        crate::flows::check_worker_heartbeat(&hb).map_err(Status::invalid_argument)?;
+        let m = &self.0;
+        let mut st = m.state.lock();
+        let now = Instant::now();
+        st.flows.heartbeat(&hb, now);
+        let changed = st.flows.place(now, m.cfg.heartbeat_timeout());
+        m.save_flows(&changed)?;
+        let (tasks, flows) = st.flows.leases(&hb.worker_id);
+        drop(st);
+        Ok(Response::new(v1::WorkerHeartbeatResponse {
+            tasks,
+            flows,
+            lease_ms: m.cfg.lease_ms(),
+        }))
+    }
+
     async fn list_scan_servers(
         &self,
         req: Request<v1::ListScanServersRequest>,
@@ -1309,6 +1433,9 @@ pub async fn ticker(m: Arc<Manager>, mut stop: tokio::sync::watch::Receiver<bool
         }
         if let Err(e) = m.rebalance() {
             tracing::error!(error = %e.message(), "rebalance failed");
+        }
+        if let Err(e) = m.place_flows() {
+            tracing::error!(error = %e.message(), "flow placement failed");
         }
     }
 }

@@ -79,6 +79,17 @@ pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
     spawn_with_endpoints(cmd, "tablinum up")
 }
 
+/// A xorshift generator of numbers below `n`, deterministic by `seed`
+/// (kill moments of the crash tests).
+pub fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
