@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tablinum_client::topic::WriterCheck;
+use tablinum_client::topic::{Retention, WriterCheck};
 use tablinum_client::{Client, Durability};
 use tablinum_flow::generator::{self, Generator, Split, GENERATOR_WRITER};
 
@@ -41,6 +41,25 @@ pub enum TopicCommand {
         /// Acknowledge appends before fsync.
         #[arg(long)]
         nosync: bool,
+        /// Remove appends older than this, ms (0: keep them).
+        #[arg(long, default_value_t = 0)]
+        retention_ms: u64,
+        /// Remove the oldest appends while the rest hold this many record
+        /// bytes (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        retention_bytes: u64,
+    },
+    /// Show a topic's retention, or set it (--ms, --bytes; admin only).
+    Retention {
+        /// Topic name.
+        name: String,
+        /// Remove appends older than this, ms (0: keep them).
+        #[arg(long)]
+        ms: Option<u64>,
+        /// Remove the oldest appends while the rest hold this many record
+        /// bytes (0: no limit).
+        #[arg(long)]
+        bytes: Option<u64>,
     },
     /// Append records: one per line of --file or standard input, or
     /// --generate N of the splitter report's stamped log records.
@@ -140,13 +159,23 @@ pub fn run(s: &mut Session, cmd: TopicCommand) -> anyhow::Result<()> {
             name,
             partitions,
             nosync,
+            retention_ms,
+            retention_bytes,
         } => {
             let d = if nosync {
                 Durability::Nosync
             } else {
                 Durability::Sync
             };
-            let t = s.client()?.create_topic(&name, partitions, d)?;
+            let c = s.client()?;
+            let t = c.create_topic(&name, partitions, d)?;
+            let r = Retention {
+                ms: retention_ms,
+                bytes: retention_bytes,
+            };
+            if !r.is_unlimited() {
+                c.set_retention(&name, r)?;
+            }
             out!(
                 "created topic {} with {} partitions (table {})",
                 t.name,
@@ -191,6 +220,27 @@ pub fn run(s: &mut Session, cmd: TopicCommand) -> anyhow::Result<()> {
                 ])?;
             }
             w.finish()?;
+        }
+        TopicCommand::Retention { name, ms, bytes } => {
+            let c = s.client()?;
+            let mut r = c.retention(&name)?;
+            if ms.is_some() || bytes.is_some() {
+                r.ms = ms.unwrap_or(r.ms);
+                r.bytes = bytes.unwrap_or(r.bytes);
+                c.set_retention(&name, r)?;
+            }
+            let show = |v: u64, unit: &str| {
+                if v == 0 {
+                    "unlimited".to_string()
+                } else {
+                    format!("{v} {unit}")
+                }
+            };
+            out!(
+                "topic {name}: keeps appends for {}, up to {}",
+                show(r.ms, "ms"),
+                show(r.bytes, "bytes")
+            );
         }
         TopicCommand::Drop { name, yes } => {
             if !yes {

@@ -62,6 +62,57 @@ fn topics_from_the_command_line() {
     assert_eq!(cli.ok(&["topic", "list"]), "");
 }
 
+#[test]
+fn retention_removes_whole_appends_from_the_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_procs, cli) = Cli::up(dir.path());
+    cli.ok(&["topic", "create", "r", "--retention-bytes", "1000"]);
+    // Five appends of five 100-byte records (one append per produce; the
+    // newline is not part of a record).
+    for i in 0..5 {
+        let lines: String = (0..5).map(|j| format!("{:0>100}\n", i * 5 + j)).collect();
+        let r = cli.run(&["topic", "produce", "r"], lines.as_bytes());
+        assert_eq!(r.code, 0, "{}", r.err);
+    }
+    // The oldest appends go while the rest still hold 1000 bytes: 3 of 5.
+    let t0 = Instant::now();
+    loop {
+        let d = cli.ok(&["topic", "describe", "r"]);
+        if d.starts_with("0\t15\t25") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "retention did not run: {d}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let rest = cli.ok(&["topic", "consume", "r"]);
+    assert_eq!(rest.lines().count(), 10, "{rest}");
+    assert!(rest.starts_with(&format!("{:0>100}", 15)), "{rest}");
+    assert!(cli
+        .ok(&["topic", "retention", "r"])
+        .contains("keeps appends for unlimited, up to 1000 bytes"));
+    // Only an admin may change it.
+    let err = cli.denied_as("write", &["topic", "retention", "r", "--ms", "1"]);
+    assert!(err.contains("needs an admin token"), "{err}");
+    // By age: everything is older than 1 ms; offsets are never reused.
+    cli.ok(&["topic", "retention", "r", "--ms", "1"]);
+    let t0 = Instant::now();
+    while !cli.ok(&["topic", "describe", "r"]).starts_with("0\t25\t25") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "age retention did not run"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(cli.ok(&["topic", "consume", "r"]), "");
+    cli.run(&["topic", "produce", "r"], b"late\n");
+    assert!(cli
+        .ok(&["topic", "consume", "r", "-o", "json"])
+        .contains(r#""offset":25"#));
+}
+
 const SPLITTER: &str = r#"
 [flow]
 name = "split3"

@@ -192,16 +192,7 @@ fn workers_share_tasks_and_survive_kills_exactly_once() {
 
     // Outsiders: a read token cannot submit; a client token cannot act as
     // a worker.
-    let read = cli.ok(&["token", "create", "--role", "read"]);
-    let mut c = cli.cmd(&["flow", "submit", fl]);
-    c.env("TABLINUM_TOKEN", read.trim());
-    let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(4),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    cli.denied_as("read", &["flow", "submit", fl]);
     let admin = std::fs::read_to_string(dir.path().join("data").join("admin.token")).unwrap();
     let cred = tablinum_client::Credential::parse(admin.trim()).unwrap();
     let client = common::client_as(&cli.grpc, &cred);

@@ -7,6 +7,7 @@
 
 use std::ops::ControlFlow;
 
+pub use tablinum_proto::topic::Retention;
 use tablinum_proto::topic::{self, Head};
 use tablinum_proto::v1;
 
@@ -275,6 +276,28 @@ impl AsyncClient {
     }
 }
 
+impl AsyncClient {
+    /// Sets topic `name`'s retention in every partition (admin only): the
+    /// tablet servers remove whole appends from the front once they are
+    /// older than `r.ms` or the rest still hold `r.bytes`.
+    pub async fn set_retention(&self, name: &str, r: Retention) -> Result<()> {
+        let t = self.topic(name).await?;
+        let table = checked(name)?;
+        for p in 0..t.partitions() {
+            self.put(&table, &topic::retention_key(p), &r.encode())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Topic `name`'s retention (as partition 0 holds it).
+    pub async fn retention(&self, name: &str) -> Result<Retention> {
+        let table = checked(name)?;
+        let v = self.get(&table, &topic::retention_key(0)).await?;
+        Retention::decode(v.as_deref()).map_err(Error::Server)
+    }
+}
+
 impl crate::Client {
     /// See [`AsyncClient::create_topic`].
     pub fn create_topic(
@@ -285,6 +308,16 @@ impl crate::Client {
     ) -> Result<Topic> {
         self.rt
             .block_on(self.inner.create_topic(name, partitions, durability))
+    }
+
+    /// See [`AsyncClient::set_retention`].
+    pub fn set_retention(&self, name: &str, r: Retention) -> Result<()> {
+        self.rt.block_on(self.inner.set_retention(name, r))
+    }
+
+    /// See [`AsyncClient::retention`].
+    pub fn retention(&self, name: &str) -> Result<Retention> {
+        self.rt.block_on(self.inner.retention(name))
     }
 
     /// See [`AsyncClient::drop_topic`].

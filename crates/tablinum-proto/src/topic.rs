@@ -15,6 +15,12 @@
 //! | `p ‖ FF×8 ‖ 'h'` | head: next offset u64 BE ‖ first retained offset u64 BE |
 //! | `p ‖ FF×8 ‖ 'w' ‖ writer` | an exactly-once writer's input position (opaque bytes) |
 //! | `p ‖ FF×8 ‖ 'g' ‖ group` | a consumer group's next offset u64 BE |
+//! | `p ‖ FF×8 ‖ 'r'` | retention: age ms u64 BE ‖ bytes u64 BE (0: unlimited) |
+//! | `p ‖ FF×8 ‖ 't' ‖ offset` (u64 BE) | append mark: unix ms u64 BE ‖ record bytes u64 BE of the append starting at `offset` |
+//!
+//! Retention removes whole appends from the front of a partition
+//! ([`trim_to`]): every record below the head's `start` is gone, so a
+//! reader from an older offset gets the records from `start` on.
 //!
 //! Offsets are dense from 0 and never reused: the head is written in the
 //! same batch as the records it counts. Offset `u64::MAX` is never
@@ -26,9 +32,9 @@
 pub const TABLE_PREFIX: &str = "topic.";
 /// Most partitions of one topic.
 pub const PARTITIONS_MAX: u32 = 1_024;
-/// Most records in one append (the engine's batch limit, less the head and
-/// writer rows written with them).
-pub const APPEND_RECORDS_MAX: usize = 99_998;
+/// Most records in one append (the engine's batch limit, less the head,
+/// writer and mark rows written with them).
+pub const APPEND_RECORDS_MAX: usize = 99_997;
 /// Longest writer or group name, bytes.
 pub const NAME_BYTES_MAX: usize = 128;
 /// Longest writer position, bytes.
@@ -104,11 +110,137 @@ pub fn group_key(p: u32, group: &[u8]) -> Vec<u8> {
     meta_key(p, b'g', group)
 }
 
-/// Whether `key` is a consumer group position (the only rows of a topic a
-/// plain Write may change: records, heads and writer positions change only
-/// through Append, which keeps them consistent).
+/// Whether `key` is a consumer group position (with the retention row, the
+/// only rows of a topic a plain Write may change: records, heads, marks and
+/// writer positions change only through Append and retention, which keep
+/// them consistent).
 pub fn is_group_key(key: &[u8]) -> bool {
     key.len() > 13 && key[4..12] == META && key[12] == b'g'
+}
+
+/// The key of partition `p`'s retention row.
+pub fn retention_key(p: u32) -> Vec<u8> {
+    meta_key(p, b'r', b"")
+}
+
+/// Whether `key` is a partition's retention row (a plain Write by an admin
+/// may set it).
+pub fn is_retention_key(key: &[u8]) -> bool {
+    key.len() == 13 && key[4..12] == META && key[12] == b'r'
+}
+
+/// The key of the append mark at `offset` of partition `p`.
+pub fn mark_key(p: u32, offset: u64) -> Vec<u8> {
+    meta_key(p, b't', &offset.to_be_bytes())
+}
+
+/// The offset a mark key names, if `key` is one of partition `p`.
+pub fn mark_offset(p: u32, key: &[u8]) -> Option<u64> {
+    let prefix = meta_key(p, b't', b"");
+    let rest = key.strip_prefix(prefix.as_slice())?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// How long and how much a partition keeps (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Appends older than this are removed, ms.
+    pub ms: u64,
+    /// The oldest appends are removed while the rest still hold this many
+    /// record bytes.
+    pub bytes: u64,
+}
+
+impl Retention {
+    /// Whether it removes anything ever.
+    pub fn is_unlimited(self) -> bool {
+        self.ms == 0 && self.bytes == 0
+    }
+
+    /// The retention row's value.
+    pub fn encode(self) -> [u8; 16] {
+        two(self.ms, self.bytes)
+    }
+
+    /// Reads a retention row's value; an absent row keeps everything.
+    pub fn decode(v: Option<&[u8]>) -> Result<Retention, String> {
+        let Some(v) = v else {
+            return Ok(Retention::default());
+        };
+        let (ms, bytes) = untwo("topic retention", v)?;
+        Ok(Retention { ms, bytes })
+    }
+}
+
+/// One append as its mark records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// Its first record's offset.
+    pub offset: u64,
+    /// When it was appended, ms since the Unix epoch.
+    pub unix_ms: u64,
+    /// Its records' bytes.
+    pub bytes: u64,
+}
+
+impl Mark {
+    /// A mark row's value.
+    pub fn encode_value(self) -> [u8; 16] {
+        two(self.unix_ms, self.bytes)
+    }
+
+    /// Reads a mark row of partition `p`.
+    pub fn decode(p: u32, key: &[u8], v: &[u8]) -> Result<Mark, String> {
+        let offset = mark_offset(p, key).ok_or("a topic mark key is malformed")?;
+        let (unix_ms, bytes) = untwo("topic mark", v)?;
+        Ok(Mark {
+            offset,
+            unix_ms,
+            bytes,
+        })
+    }
+}
+
+fn two(a: u64, b: u64) -> [u8; 16] {
+    let mut o = [0u8; 16];
+    o[..8].copy_from_slice(&a.to_be_bytes());
+    o[8..].copy_from_slice(&b.to_be_bytes());
+    o
+}
+
+fn untwo(what: &str, v: &[u8]) -> Result<(u64, u64), String> {
+    let b: [u8; 16] = v
+        .try_into()
+        .map_err(|_| format!("{what} is {} bytes, not 16", v.len()))?;
+    Ok((
+        u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+        u64::from_be_bytes(b[8..].try_into().expect("8 bytes")),
+    ))
+}
+
+/// The first offset partition `head` keeps under `r` at `now_ms`, given its
+/// append marks (in offset order, those at or past `head.start`): whole
+/// appends go from the front while the oldest is older than `r.ms` or the
+/// rest still hold `r.bytes`. Records below the first mark (written before
+/// marks existed) count as one append of unknown age and size, removed
+/// only with what follows. Never past `head.next`, never before
+/// `head.start`.
+pub fn trim_to(head: Head, marks: &[Mark], r: Retention, now_ms: u64) -> u64 {
+    if r.is_unlimited() {
+        return head.start;
+    }
+    let mut total: u64 = marks.iter().map(|m| m.bytes).fold(0, u64::saturating_add);
+    let mut start = head.start;
+    for (i, m) in marks.iter().enumerate() {
+        let old = r.ms > 0 && m.unix_ms.saturating_add(r.ms) < now_ms;
+        let big = r.bytes > 0 && total.saturating_sub(m.bytes) >= r.bytes;
+        if !(old || big) {
+            break;
+        }
+        total -= m.bytes.min(total);
+        start = marks.get(i + 1).map_or(head.next, |n| n.offset);
+    }
+    start.clamp(head.start, head.next)
 }
 
 /// A partition's head: the next offset to assign and the first retained.
@@ -169,6 +301,41 @@ pub fn decode_offset(v: &[u8]) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_removes_whole_appends_from_the_front() {
+        let head = Head { next: 30, start: 0 };
+        let m = |offset, unix_ms, bytes| Mark {
+            offset,
+            unix_ms,
+            bytes,
+        };
+        let marks = [m(0, 1_000, 100), m(10, 2_000, 100), m(20, 3_000, 100)];
+        let keep = |ms, bytes, now| trim_to(head, &marks, Retention { ms, bytes }, now);
+        assert_eq!(keep(0, 0, 99_999), 0, "unlimited");
+        assert_eq!(keep(1_500, 0, 3_000), 10, "the first append is 2 s old");
+        assert_eq!(keep(500, 0, 10_000), 30, "everything expired");
+        assert_eq!(keep(0, 200, 0), 10, "the last two appends hold 200 bytes");
+        assert_eq!(
+            keep(0, 150, 0),
+            10,
+            "the last one alone would hold less than 150"
+        );
+        assert_eq!(keep(0, 100, 0), 20);
+        assert_eq!(keep(0, 1_000, 0), 0, "under the limit");
+        // Marks round-trip; bad rows are named.
+        let k = mark_key(3, 77);
+        assert_eq!(mark_offset(3, &k), Some(77));
+        assert_eq!(mark_offset(2, &k), None);
+        let v = m(77, 5, 6).encode_value();
+        assert_eq!(Mark::decode(3, &k, &v).unwrap(), m(77, 5, 6));
+        assert!(Mark::decode(3, &k, &v[..3]).unwrap_err().contains("not 16"));
+        let r = Retention { ms: 1, bytes: 2 };
+        assert_eq!(Retention::decode(Some(&r.encode())).unwrap(), r);
+        assert_eq!(Retention::decode(None).unwrap(), Retention::default());
+        assert!(is_retention_key(&retention_key(9)) && !is_group_key(&retention_key(9)));
+        assert!(!is_retention_key(&mark_key(9, 0)));
+    }
 
     #[test]
     fn records_sort_before_meta_rows_and_partitions_stay_apart() {

@@ -507,6 +507,12 @@ impl Node {
                 c(&m.tablets_opened),
             );
             metric(
+                "tablinum_tserver_topic_records_trimmed_total",
+                "counter",
+                "Topic records removed by retention.",
+                c(&m.topic_records_trimmed),
+            );
+            metric(
                 "tablinum_tserver_tablet_recoveries_total",
                 "counter",
                 "Poisoned tablets reopened in place from durable state.",

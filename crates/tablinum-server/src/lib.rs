@@ -221,6 +221,7 @@ pub async fn start(
                 t.watch_fault_file(std::path::PathBuf::from(file), stop_rx.clone());
             }
             tasks.push(tokio::spawn(t.clone().heartbeat_loop(stop_rx.clone())));
+            tasks.push(tokio::spawn(t.clone().retention_loop(stop_rx.clone())));
             Some(t)
         }
         None => None,

@@ -75,6 +75,12 @@ impl Tablet {
     }
 }
 
+/// How often a tablet server applies topic retention, ms.
+pub const RETENTION_CHECK_MS: u64 = 1_000;
+/// Records one retention batch removes at most (with the marks among them
+/// and the head, within the engine's batch limit).
+pub const TRIM_BATCH_RECORDS: u64 = 40_000;
+
 /// Counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct TserverMetrics {
@@ -100,6 +106,8 @@ pub struct TserverMetrics {
     pub refused: AtomicU64,
     /// Tablets opened (recoveries included).
     pub tablets_opened: AtomicU64,
+    /// Topic records removed by retention.
+    pub topic_records_trimmed: AtomicU64,
 }
 
 /// What an admitted scan stream holds until it ends: its stream permit,
@@ -1012,6 +1020,113 @@ impl Tserver {
         Ok(())
     }
 
+    /// Applies every topic partition's retention every
+    /// [`RETENTION_CHECK_MS`] until `stop` fires.
+    pub async fn retention_loop(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(RETENTION_CHECK_MS)) => {}
+                _ = stop.changed() => return,
+            }
+            let tablets: Vec<(String, Arc<Tablet>)> = self
+                .tablets
+                .read()
+                .iter()
+                .filter(|(t, _)| topic::topic_of(t).is_some())
+                .flat_map(|(t, v)| v.iter().map(move |x| (t.clone(), x.clone())))
+                .collect();
+            for (table, t) in tablets {
+                let p = match t.start.as_slice() {
+                    [] => 0,
+                    s => match <[u8; 4]>::try_from(s) {
+                        Ok(b) => u32::from_be_bytes(b),
+                        Err(_) => continue,
+                    },
+                };
+                if !t.contains(&topic::head_key(p)) {
+                    continue;
+                }
+                match self.trim(&t, p).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        self.metrics
+                            .topic_records_trimmed
+                            .fetch_add(n, Ordering::Relaxed);
+                        tracing::debug!(table = %table, partition = p, records = n, "retention removed records");
+                    }
+                    Err(e) => {
+                        tracing::warn!(table = %table, partition = p, error = %e, "retention failed; trying again later")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes what partition `p`'s retention no longer keeps, whole
+    /// appends from the front, in batches of at most [`TRIM_BATCH_RECORDS`]
+    /// (each moves the head's `start` with its deletes, so a crash between
+    /// two leaves a consistent partition). Holds the partition's append
+    /// lock. Returns the records removed.
+    async fn trim(&self, t: &Arc<Tablet>, p: u32) -> Result<u64, String> {
+        let r = blocking(|| t.store.get(&topic::retention_key(p))).map_err(|e| e.to_string())?;
+        let r = topic::Retention::decode(r.as_deref())?;
+        if r.is_unlimited() {
+            return Ok(0);
+        }
+        let mut head = t.topic_head.lock().await;
+        let current = match *head {
+            Some(h) => h,
+            None => {
+                let v = blocking(|| t.store.get(&topic::head_key(p))).map_err(|e| e.to_string())?;
+                topic::Head::decode(v.as_deref())?
+            }
+        };
+        let (lo, hi) = (
+            topic::mark_key(p, current.start),
+            topic::mark_key(p, u64::MAX),
+        );
+        let rows = blocking(|| {
+            t.store
+                .scan_objects((
+                    Bound::Included(lo.as_slice()),
+                    Bound::Included(hi.as_slice()),
+                ))
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        })
+        .map_err(|e| e.to_string())?;
+        let marks = rows
+            .iter()
+            .map(|(k, v)| topic::Mark::decode(p, k, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let to = topic::trim_to(current, &marks, r, tablinum_proto::unix_ms());
+        let mut start = current.start;
+        while start < to {
+            let end = to.min(start + TRIM_BATCH_RECORDS);
+            let mut b = Batch::new();
+            for o in start..end {
+                b.delete(&topic::record_key(p, o));
+            }
+            for m in marks.iter().filter(|m| m.offset >= start && m.offset < end) {
+                b.delete(&topic::mark_key(p, m.offset));
+            }
+            let h = topic::Head {
+                next: current.next,
+                start: end,
+            };
+            b.put(&topic::head_key(p), &h.encode());
+            if let Err(e) = blocking(|| t.store.write(&b)) {
+                *head = None;
+                return Err(e.to_string());
+            }
+            *head = Some(h);
+            start = end;
+        }
+        if head.is_none() {
+            *head = Some(current);
+        }
+        Ok(to - current.start)
+    }
+
     /// Heartbeats every interval until `stop` fires.
     pub async fn heartbeat_loop(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
         let period = Duration::from_millis(self.cfg.heartbeat_interval_ms);
@@ -1146,7 +1261,7 @@ impl TabletRpc for TserverService {
         req: Request<v1::WriteRequest>,
     ) -> Result<Response<v1::WriteResponse>, Status> {
         let ts = &self.0;
-        authorize(&req, Need::Write, "Write")?;
+        let who = authorize(&req, Need::Write, "Write")?;
         let deadline = write_deadline(&req)?;
         let req = req.into_inner();
         ts.metrics.writes.fetch_add(1, Ordering::Relaxed);
@@ -1173,16 +1288,26 @@ impl TabletRpc for TserverService {
             }
         }
         if topic::topic_of(&req.table).is_some() {
-            if let Some((i, _)) = req
-                .mutations
-                .iter()
-                .enumerate()
-                .find(|(_, m)| !topic::is_group_key(&m.key) || m.delete)
-            {
+            if let Some((i, _)) = req.mutations.iter().enumerate().find(|(_, m)| {
+                !(topic::is_group_key(&m.key) || topic::is_retention_key(&m.key)) || m.delete
+            }) {
                 return Err(ts.refuse(Status::invalid_argument(format!(
-                    "mutation {i}: table {} is a topic; its records are added with Append and a Write may only set consumer group positions",
+                    "mutation {i}: table {} is a topic; its records are added with Append and a Write may only set consumer group positions and (admins) retention",
                     req.table
                 ))));
+            }
+            for (i, m) in req.mutations.iter().enumerate() {
+                if !topic::is_retention_key(&m.key) {
+                    continue;
+                }
+                if !who.may(Need::Admin) {
+                    return Err(ts.refuse(Status::permission_denied(format!(
+                        "mutation {i}: setting a topic's retention needs an admin token; the caller has {who}"
+                    ))));
+                }
+                topic::Retention::decode(Some(&m.value)).map_err(|e| {
+                    ts.refuse(Status::invalid_argument(format!("mutation {i}: {e}")))
+                })?;
             }
         }
         let tablet = ts.tablet_for(&req.table, req.table_id, &req.mutations[0].key)?;
@@ -1523,6 +1648,14 @@ impl TabletRpc for TserverService {
             batch.put(&topic::record_key(p, current.next + i as u64), r);
         }
         batch.put(&topic::head_key(p), &next.encode());
+        if n > 0 {
+            let mark = topic::Mark {
+                offset: current.next,
+                unix_ms: tablinum_proto::unix_ms(),
+                bytes: req.records.iter().map(|r| r.len() as u64).sum(),
+            };
+            batch.put(&topic::mark_key(p, current.next), &mark.encode_value());
+        }
         if !req.writer.is_empty() {
             batch.put(
                 &topic::writer_key(p, req.writer.as_bytes()),

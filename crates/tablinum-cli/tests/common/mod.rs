@@ -232,6 +232,20 @@ impl Cli {
         }
     }
 
+    /// Runs `tablinum ARGS` with a new token of `role` and asserts it is
+    /// refused (exit 4); returns its standard error.
+    pub fn denied_as(&self, role: &str, args: &[&str]) -> String {
+        let token = self.ok(&["token", "create", "--role", role]);
+        let o = self
+            .cmd(args)
+            .env("TABLINUM_TOKEN", token.trim())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(4), "{args:?} as {role}: {err}");
+        err
+    }
+
     pub fn ok(&self, args: &[&str]) -> String {
         let r = self.run(args, b"");
         assert_eq!(r.code, 0, "{args:?}: {}{}", r.out, r.err);
