@@ -164,6 +164,8 @@ input = "only-errors"
 kind = "table"
 table = "errors"
 key = "position"
+metadata = ["host", "level"]
+index = { by_host = "host" }
 "#;
 
 fn validate(cli: &Cli, flow: &str) -> String {
@@ -292,6 +294,17 @@ fn the_splitter_delivers_every_record_once_across_kills() {
         row.contains(r#"\"level\":\"ERROR\""#) && !row.contains("timestamp"),
         "{row}"
     );
+    // Metadata and index terms from fields.
+    let row: serde_json::Value = serde_json::from_str(row.trim()).unwrap();
+    let key = row["key"].as_str().unwrap();
+    let head = cli.ok(&["head", "errors", key]);
+    assert!(
+        head.contains(r#"metadata={"host":"worker-"#) && head.contains(r#""level":"ERROR"}"#),
+        "{head}"
+    );
+    assert!(head.contains("index by_host=worker-"), "{head}");
+    let by_host = cli.ok(&["scan", "errors", "--index", "by_host", "--limit", "1"]);
+    assert!(by_host.starts_with("worker-"), "{by_host}");
     // Running again finds nothing new and changes nothing.
     cli.ok(&[
         "flow",

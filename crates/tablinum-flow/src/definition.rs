@@ -34,7 +34,9 @@
 //! follows it is hash-partitioned; every other edge keeps partition p to
 //! partition p). Sinks: topic and kafka name a `topic` (kafka also
 //! `brokers`); table names a `table` and `key` (`field:PATH` or
-//! `position`); files name a `dir` and `format` (`jsonl` or `parquet`).
+//! `position`), and may take `metadata` (paths) and `index` (name = path);
+//! files name a `dir` and `format` (`jsonl` or `parquet`). The user's
+//! reference is docs/flows.md.
 //! A split's routes name nodes whose `input` is the split. An operator's
 //! edge becomes a topic only with `materialize = true`; other edges are
 //! fused in memory.
@@ -62,6 +64,8 @@ pub const DEAD_LETTER: &str = "dead-letter";
 
 /// Longest flow or node name, bytes.
 pub const NAME_BYTES_MAX: usize = 64;
+/// Longest secondary-index name of a table sink, bytes (the engine's).
+pub const INDEX_NAME_BYTES_MAX: usize = tablinum_engine::options::INDEX_NAME_BYTES_MAX;
 
 /// Checks a flow or node name: 1..=64 bytes of `[A-Za-z0-9_-]` (names
 /// become parts of topic, table, writer and file names).
@@ -143,6 +147,8 @@ struct NodeToml {
     dir: Option<String>,
     format: Option<Spanned<String>>,
     materialize: Option<bool>,
+    metadata: Option<Vec<Spanned<String>>>,
+    index: Option<BTreeMap<String, Spanned<String>>>,
 }
 
 /// Where a source reads.
@@ -245,6 +251,12 @@ pub enum Sink {
         table: String,
         /// Row key.
         key: TableKey,
+        /// Fields whose values make each row's metadata (a JSON object of
+        /// these paths as written, absent fields left out).
+        metadata: Vec<(String, Path)>,
+        /// Secondary-index terms: (index name, field); a record without
+        /// the field gets no term in that index.
+        index: Vec<(String, Path)>,
     },
     /// Files in the storage root.
     Files {
@@ -643,6 +655,14 @@ fn node_kind(
     let line = at(n.name.span());
     let kline = at(n.kind.span());
     let what = format!("{} {:?} ({})", role, n.name.get_ref(), n.kind.get_ref());
+    if (n.metadata.is_some() || n.index.is_some())
+        && (role, n.kind.get_ref().as_str()) != ("sink", "table")
+    {
+        return err(
+            line,
+            format!("{what}: only table sinks take `metadata` and `index`"),
+        );
+    }
     Ok(match (role, n.kind.get_ref().as_str()) {
         ("source", "topic") => Kind::Source(Source::Topic(need(&n.topic, "topic", &what, line)?)),
         ("source", "kafka") => Kind::Source(Source::Kafka {
@@ -725,6 +745,32 @@ fn node_kind(
             topic: need(&n.topic, "topic", &what, line)?,
         }),
         ("sink", "table") => Kind::Sink(Sink::Table {
+            metadata: n
+                .metadata
+                .iter()
+                .flatten()
+                .map(|f| {
+                    let p = path_at(&Some(f.clone()), &what, line, at)?;
+                    Ok((f.get_ref().clone(), p))
+                })
+                .collect::<Result<_, Error>>()?,
+            index: n
+                .index
+                .iter()
+                .flatten()
+                .map(|(name, f)| {
+                    if name.is_empty() || name.len() > INDEX_NAME_BYTES_MAX {
+                        return err(
+                            at(f.span()),
+                            format!(
+                                "index name {name:?} is {} bytes; allowed are 1..={INDEX_NAME_BYTES_MAX}",
+                                name.len()
+                            ),
+                        );
+                    }
+                    Ok((name.clone(), path_at(&Some(f.clone()), &what, line, at)?))
+                })
+                .collect::<Result<_, Error>>()?,
             table: need(&n.table, "table", &what, line)?,
             key: match n.key.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
                 None | Some(("position", _)) => TableKey::Position,
@@ -831,6 +877,24 @@ key = "field:id"
     }
 
     #[test]
+    fn table_sinks_take_metadata_and_index_fields() {
+        let text = SPLITTER.replace(
+            "key = \"field:id\"",
+            "key = \"field:id\"\nmetadata = [\"host\", \"ctx.pid\"]\nindex = { by_host = \"host\" }",
+        );
+        let f = Flow::parse(&text).unwrap();
+        let Kind::Sink(Sink::Table {
+            metadata, index, ..
+        }) = &f.nodes.iter().find(|n| n.name == "errors").unwrap().kind
+        else {
+            panic!("errors is a table sink");
+        };
+        let names: Vec<&str> = metadata.iter().map(|m| m.0.as_str()).collect();
+        assert_eq!(names, ["host", "ctx.pid"]);
+        assert_eq!(index[0].0, "by_host");
+    }
+
+    #[test]
     fn every_error_names_its_line() {
         let cases: Vec<(String, usize, &str)> = vec![
             (
@@ -882,6 +946,22 @@ key = "field:id"
                 SPLITTER.replace("durability = \"sync\"", "durability = \"maybe\""),
                 4,
                 "nosync",
+            ),
+            (
+                SPLITTER.replace(
+                    "topic = \"info\"",
+                    "topic = \"info\"\nindex = { a = \"b\" }",
+                ),
+                19,
+                "only table sinks take `metadata` and `index`",
+            ),
+            (
+                SPLITTER.replace(
+                    "key = \"field:id\"",
+                    "key = \"field:id\"\nindex = { by = \"a..b\" }",
+                ),
+                37,
+                "empty segment",
             ),
         ];
         for (text, line, needle) in cases {

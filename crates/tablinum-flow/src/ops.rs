@@ -54,7 +54,8 @@ fn matches(v: &Value<'_>, op: Cmp, want: &str) -> bool {
 }
 
 /// Writes `v` as JSON (strings re-escaped; everything else as it was).
-fn write_json(v: &Value<'_>, out: &mut Vec<u8>) {
+/// Writes `v` as JSON (strings escaped; numbers and composites as read).
+pub(crate) fn write_json(v: &Value<'_>, out: &mut Vec<u8>) {
     match v {
         Value::Str(s) => {
             out.push(b'"');

@@ -167,6 +167,65 @@ pub fn state_table(flow: &Flow) -> String {
     format!("flow.{}", flow.name)
 }
 
+/// What a table sink takes from each record beside its value: metadata
+/// and secondary-index terms.
+#[derive(Debug, Default)]
+struct RowFields {
+    metadata: Vec<(String, crate::field::Path)>,
+    index: Vec<(String, crate::field::Path)>,
+}
+
+impl RowFields {
+    /// The record's metadata (a JSON object of the fields present; empty
+    /// when none is asked for) and index terms; none when a value is past
+    /// the engine's limits or the record is not JSON (dead letter).
+    fn of(&self, json: &[u8]) -> Option<(Vec<u8>, Vec<tablinum_client::IndexTerm>)> {
+        use tablinum_engine::options::{INDEX_TERM_BYTES_MAX, METADATA_BYTES_MAX};
+        let mut meta = Vec::new();
+        if !self.metadata.is_empty() {
+            meta.push(b'{');
+            for (name, path) in &self.metadata {
+                let Some(v) = extract(json, path).ok()? else {
+                    continue;
+                };
+                if meta.len() > 1 {
+                    meta.push(b',');
+                }
+                crate::ops::write_json(&Value::Str(name.as_bytes().into()), &mut meta);
+                meta.push(b':');
+                crate::ops::write_json(&v, &mut meta);
+            }
+            meta.push(b'}');
+            if meta.len() > METADATA_BYTES_MAX {
+                return None;
+            }
+        }
+        let mut terms = Vec::with_capacity(self.index.len());
+        for (name, path) in &self.index {
+            let term = match extract(json, path).ok()? {
+                None | Some(Value::Null) => continue,
+                Some(Value::Str(s)) => s.into_owned(),
+                Some(Value::Num(n) | Value::Composite(n)) => n.to_vec(),
+                Some(Value::Bool(b)) => {
+                    if b {
+                        b"true".to_vec()
+                    } else {
+                        b"false".to_vec()
+                    }
+                }
+            };
+            if term.len() > INDEX_TERM_BYTES_MAX {
+                return None;
+            }
+            terms.push(tablinum_client::IndexTerm {
+                index: name.as_bytes().to_vec(),
+                term,
+            });
+        }
+        Some((meta, terms))
+    }
+}
+
 /// One node of the compiled graph.
 struct PNode {
     kind: Kind,
@@ -196,6 +255,7 @@ enum PlanSink {
         name: String,
         table: String,
         key: TableKey,
+        fields: Arc<RowFields>,
     },
     Files {
         dir: PathBuf,
@@ -594,7 +654,12 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
                         topic: topic.clone(),
                         hashed: hashed_after[i],
                     },
-                    Sink::Table { table, key } => {
+                    Sink::Table {
+                        table,
+                        key,
+                        metadata,
+                        index,
+                    } => {
                         match c.locations(table, true).await {
                             Ok(_) => {}
                             Err(tablinum_client::Error::NotFound(_)) => {
@@ -613,6 +678,10 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
                             name: n.name.clone(),
                             table: table.clone(),
                             key: key.clone(),
+                            fields: Arc::new(RowFields {
+                                metadata: metadata.clone(),
+                                index: index.clone(),
+                            }),
                         }
                     }
                     Sink::Files { dir, format } => {
@@ -681,6 +750,7 @@ enum SinkTask {
     Table {
         table: String,
         key: TableKey,
+        fields: Arc<RowFields>,
         state_key: Vec<u8>,
         pos: u64,
         rows: Vec<Mutation>,
@@ -820,7 +890,12 @@ impl Task {
                         parts,
                     }
                 }
-                PlanSink::Table { name, table, key } => {
+                PlanSink::Table {
+                    name,
+                    table,
+                    key,
+                    fields,
+                } => {
                     let state_key = format!("{name}/{src_name}/{p}").into_bytes();
                     let st = state_table(&ctx.flow);
                     let v = ctx
@@ -835,6 +910,7 @@ impl Task {
                     SinkTask::Table {
                         table: table.clone(),
                         key: key.clone(),
+                        fields: fields.clone(),
                         state_key,
                         pos,
                         rows: Vec::new(),
@@ -1101,7 +1177,13 @@ impl Task {
                 }
                 part.buf.push(v);
             }
-            SinkTask::Table { key, pos, rows, .. } => {
+            SinkTask::Table {
+                key,
+                fields,
+                pos,
+                rows,
+                ..
+            } => {
                 if *pos > rec.offset {
                     return;
                 }
@@ -1119,13 +1201,19 @@ impl Task {
                         }
                     },
                 };
-                if k.len() > 4096 {
+                let Some((metadata, index_terms)) = fields.of(&rec.json) else {
+                    self.dead_letter(rec.offset, raw);
+                    return;
+                };
+                if k.len() > tablinum_engine::options::KEY_BYTES_MAX {
                     self.dead_letter(rec.offset, raw);
                     return;
                 }
                 rows.push(Mutation {
                     key: k,
                     value: rec.json.to_vec(),
+                    metadata,
+                    index_terms,
                     ..Default::default()
                 });
             }
@@ -1472,6 +1560,42 @@ pub fn is_committed_file(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_rows_take_metadata_and_index_terms_from_fields() {
+        let path = |p: &str| crate::field::Path::parse(p).unwrap();
+        let f = RowFields {
+            metadata: vec![
+                ("host".into(), path("host")),
+                ("ctx.n".into(), path("ctx.n")),
+                ("gone".into(), path("gone")),
+            ],
+            index: vec![
+                ("by_host".into(), path("host")),
+                ("by_gone".into(), path("gone")),
+            ],
+        };
+        let (meta, terms) = f.of(br#"{"host":"a\"b\u0001","ctx":{"n":12}}"#).unwrap();
+        assert_eq!(
+            String::from_utf8(meta).unwrap(),
+            r#"{"host":"a\"b\u0001","ctx.n":12}"#
+        );
+        assert_eq!(terms.len(), 1);
+        assert_eq!(terms[0].term, b"a\"b\x01");
+        assert!(
+            f.of(b"not json").is_none(),
+            "a record that is not JSON: dead letter"
+        );
+        let long = format!(r#"{{"host":"{}"}}"#, "x".repeat(2000));
+        assert!(
+            f.of(long.as_bytes()).is_none(),
+            "a term past the limit: dead letter"
+        );
+        assert_eq!(
+            RowFields::default().of(b"not json").unwrap(),
+            (Vec::new(), Vec::new())
+        );
+    }
 
     #[test]
     fn committed_files_name_their_range_and_others_are_ignored() {
