@@ -63,6 +63,86 @@ fn topics_from_the_command_line() {
 }
 
 #[test]
+fn a_materialized_key_repartitions_through_a_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_procs, cli) = Cli::up(dir.path());
+    let flow = dir.path().join("mat.toml");
+    std::fs::write(
+        &flow,
+        r#"
+[flow]
+name = "mat"
+parallelism = 2
+commit_interval_ms = 200
+
+[[source]]
+name = "logs"
+kind = "topic"
+topic = "mlogs"
+
+[[operator]]
+name = "by-host"
+kind = "key"
+input = "logs"
+field = "host"
+materialize = true
+
+[[operator]]
+name = "no-debug"
+kind = "filter"
+input = "by-host"
+field = "level"
+op = "ne"
+value = "DEBUG"
+
+[[sink]]
+name = "out"
+input = "no-debug"
+kind = "topic"
+topic = "mout"
+"#,
+    )
+    .unwrap();
+    let flow = flow.to_str().unwrap();
+    cli.ok(&["topic", "create", "mlogs", "--partitions", "2"]);
+    cli.ok(&["topic", "produce", "mlogs", "--generate", "1000"]);
+    let r = run_to_idle(&cli, flow, "1500");
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out.contains("by-host (materialized): 2000 records"),
+        "{}",
+        r.out
+    );
+    let v = validate(&cli, flow);
+    assert!(
+        v.contains("expected 2000, received 2000, lost 0, duplicated 0"),
+        "{v}"
+    );
+    // The stage after the topic keeps its partitions: each host in one.
+    let hosts = |p: &str| -> std::collections::BTreeSet<String> {
+        cli.ok(&["topic", "consume", "mout", "--partition", p])
+            .lines()
+            // (a record's binary stamp may hold a newline: skip the pieces)
+            .filter_map(|l| {
+                Some(
+                    l.split("\"host\":\"")
+                        .nth(1)?
+                        .split('"')
+                        .next()?
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (hosts("0"), hosts("1"));
+    assert!(
+        !a.is_empty() && !b.is_empty() && a.is_disjoint(&b),
+        "{a:?} {b:?}"
+    );
+    assert!(cli.ok(&["topic", "list"]).contains("mat.by-host\t2"));
+}
+
+#[test]
 fn retention_removes_whole_appends_from_the_front() {
     let dir = tempfile::tempdir().unwrap();
     let (_procs, cli) = Cli::up(dir.path());

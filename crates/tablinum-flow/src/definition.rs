@@ -38,8 +38,9 @@
 //! files name a `dir` and `format` (`jsonl` or `parquet`). The user's
 //! reference is docs/flows.md.
 //! A split's routes name nodes whose `input` is the split. An operator's
-//! edge becomes a topic only with `materialize = true`; other edges are
-//! fused in memory.
+//! output goes through a topic (`FLOW.NODE`, read by a stage of its own)
+//! only with `materialize = true` (not on a split); other edges are fused
+//! in memory.
 //!
 //! Owns the schema and its checks; never opens a topic or a file.
 
@@ -331,12 +332,13 @@ pub struct Flow {
 }
 
 impl Flow {
-    /// Its tasks: one per source partition (sources × parallelism).
+    /// Its tasks: one per partition of every source and of every
+    /// materialized operator's topic (each is read by a stage of its own).
     pub fn tasks(&self) -> u32 {
         let sources = self
             .nodes
             .iter()
-            .filter(|n| matches!(n.kind, Kind::Source(_)))
+            .filter(|n| matches!(n.kind, Kind::Source(_) | Kind::Operator(_, true)))
             .count() as u32;
         sources * self.parallelism
     }
@@ -737,7 +739,14 @@ fn node_kind(
                     )
                 }
             };
-            Kind::Operator(op, n.materialize.unwrap_or(false))
+            let materialize = n.materialize.unwrap_or(false);
+            if materialize && matches!(op, Operator::Split { .. }) {
+                return err(
+                    line,
+                    format!("{what}: a split cannot be materialized (its routes are not in the records); materialize the operators it routes to"),
+                );
+            }
+            Kind::Operator(op, materialize)
         }
         ("sink", "topic") => Kind::Sink(Sink::Topic(need(&n.topic, "topic", &what, line)?)),
         ("sink", "kafka") => Kind::Sink(Sink::Kafka {
@@ -1041,6 +1050,11 @@ input = "f"
         assert_eq!(by("k").partitioning, Partitioning::Preserve);
         assert_eq!(by("f").partitioning, Partitioning::HashByKey);
         assert!(!by("f").fused, "a materialized edge is a topic");
+        assert_eq!(
+            f.tasks(),
+            2,
+            "the materialized topic is read by a stage of its own"
+        );
         assert_eq!(by("out").partitioning, Partitioning::HashByKey);
         assert!(by("out").fused);
     }

@@ -162,6 +162,11 @@ pub fn dead_letter_topic(flow: &Flow) -> String {
     format!("{}.dead-letter", flow.name)
 }
 
+/// The topic a materialized operator's output goes through.
+pub fn materialized_topic(flow: &Flow, node: &str) -> String {
+    format!("{}.{node}", flow.name)
+}
+
 /// The table a flow keeps table sinks' positions in.
 pub fn state_table(flow: &Flow) -> String {
     format!("flow.{}", flow.name)
@@ -228,6 +233,9 @@ impl RowFields {
 
 /// One node of the compiled graph.
 struct PNode {
+    /// Its name (a materialized operator's topic sink and source take the
+    /// operator's).
+    name: String,
     kind: Kind,
     children: Vec<usize>,
     sink: Option<usize>,
@@ -323,6 +331,12 @@ pub fn progress_for(flow: &Flow) -> Arc<Progress> {
         .filter(|n| matches!(n.kind, Kind::Sink(_)))
         .map(|n| n.name.clone())
         .collect();
+    names.extend(
+        flow.nodes
+            .iter()
+            .filter(|n| matches!(n.kind, Kind::Operator(_, true)))
+            .map(|n| format!("{} (materialized)", n.name)),
+    );
     names.push(crate::definition::DEAD_LETTER.to_string());
     Arc::new(Progress {
         first_record_ms: AtomicU64::new(u64::MAX),
@@ -579,6 +593,7 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
         .nodes
         .iter()
         .map(|n| PNode {
+            name: n.name.clone(),
             kind: n.kind.clone(),
             children: Vec::new(),
             sink: None,
@@ -588,12 +603,6 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
         if let Some(input) = &n.input {
             let up = by_name[input];
             nodes[up].children.push(i);
-        }
-        if let Kind::Operator(_, true) = n.kind {
-            return Err(RunError::Setup(format!(
-                "line {}: materialized edges (an operator's output through a topic) are not built yet; drop `materialize`",
-                n.line
-            )));
         }
     }
     let hashed_after: Vec<bool> = {
@@ -697,6 +706,37 @@ async fn prepare(c: &AsyncClient, flow: &Flow, opts: &RunOptions) -> Result<Plan
             }
             Kind::Operator(..) => {}
         }
+    }
+    // A materialized operator writes into its topic (a sink of this stage)
+    // and its children read that topic (a source of the next stage).
+    for (i, n) in flow.nodes.iter().enumerate() {
+        if !matches!(n.kind, Kind::Operator(_, true)) {
+            continue;
+        }
+        let topic = materialized_topic(flow, &n.name);
+        let partitions = ensure_topic(c, flow, &topic).await?;
+        let sink = nodes.len();
+        let source = sink + 1;
+        let children = std::mem::replace(&mut nodes[i].children, vec![sink]);
+        nodes.push(PNode {
+            name: n.name.clone(),
+            kind: Kind::Sink(Sink::Topic(topic.clone())),
+            children: Vec::new(),
+            sink: Some(sinks.len()),
+        });
+        nodes.push(PNode {
+            name: n.name.clone(),
+            kind: Kind::Source(Source::Topic(topic.clone())),
+            children,
+            sink: None,
+        });
+        sinks.push(PlanSink::Topic {
+            name: n.name.clone(),
+            topic: topic.clone(),
+            partitions,
+            hashed: hashed_after[i],
+        });
+        sources.push((source, Source::Topic(topic)));
     }
     let dl = dead_letter_topic(flow);
     sinks.push(PlanSink::Topic {
@@ -856,7 +896,7 @@ impl Task {
         ctl: Arc<TaskCtl>,
     ) -> Result<Task, RunError> {
         let (src_node, spec) = ctx.plan.sources[source].clone();
-        let src_name = ctx.flow.nodes[src_node].name.clone();
+        let src_name = ctx.plan.nodes[src_node].name.clone();
         let mut sinks = Vec::new();
         for s in &ctx.plan.sinks {
             sinks.push(match s {
@@ -1189,7 +1229,7 @@ impl Task {
                 }
                 let k = match key {
                     TableKey::Position => {
-                        let src = &ctx.flow.nodes[ctx.plan.sources[self.source].0].name;
+                        let src = &ctx.plan.nodes[ctx.plan.sources[self.source].0].name;
                         format!("{src}/{p:05}/{:020}", rec.offset).into_bytes()
                     }
                     TableKey::Field(path) => match extract(&rec.json, path) {
