@@ -76,6 +76,22 @@ pub enum FlowCommand {
         /// Root directory of file sinks.
         #[arg(long, default_value = ROOT_DEFAULT)]
         root: PathBuf,
+        /// Follow the running flow: a line per interval (what arrived so
+        /// far, what is still in flight, duplicates), reading only what
+        /// topics and files committed since the last line; ends on Ctrl-C,
+        /// after --timeout-s, or (--until-exact) once every record arrived
+        /// exactly once.
+        #[arg(long)]
+        follow: bool,
+        /// Interval between lines with --follow, ms.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// With --follow: stop once exact.
+        #[arg(long)]
+        until_exact: bool,
+        /// With --follow: stop after this long, s.
+        #[arg(long, default_value_t = 3600)]
+        timeout_s: u64,
     },
 }
 
@@ -274,10 +290,21 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
                 );
             }
         }
-        FlowCommand::Validate { file, root } => {
+        FlowCommand::Validate {
+            file,
+            root,
+            follow,
+            interval_ms,
+            until_exact,
+            timeout_s,
+        } => {
             let flow = load(&file)?;
             let c = s.client()?;
-            let r = c.block_on(tablinum_flow::check::validate(c.as_async(), &flow, &root))?;
+            let r = if follow {
+                follow_validation(c, &flow, &root, interval_ms, until_exact, timeout_s)?
+            } else {
+                c.block_on(tablinum_flow::check::validate(c.as_async(), &flow, &root))?
+            };
             for sk in &r.sinks {
                 out!(
                     "  {}: {} records ({} without a stamp)",
@@ -301,6 +328,51 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// `flow validate --follow`: a line per interval until Ctrl-C, the
+/// timeout or (with `until_exact`) an exact report; returns the last report.
+fn follow_validation(
+    c: &tablinum_client::Client,
+    flow: &Flow,
+    root: &Path,
+    interval_ms: u64,
+    until_exact: bool,
+    timeout_s: u64,
+) -> anyhow::Result<tablinum_flow::check::Report> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    c.block_on(async {
+        let stopper = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stopper.store(true, Ordering::Relaxed);
+            }
+        });
+        let mut live = tablinum_flow::check::Live::new(flow);
+        loop {
+            let tick = Instant::now();
+            let r = live.tick(c.as_async(), flow, root).await?;
+            let k = r.counts;
+            out!(
+                "{:>6.1} s  expected {}, received {}, in flight {}, duplicated {}, unexpected {}",
+                t0.elapsed().as_secs_f64(),
+                k.expected,
+                k.received,
+                k.lost,
+                k.duplicated,
+                k.unexpected
+            );
+            let done = stop.load(Ordering::Relaxed)
+                || t0.elapsed() >= Duration::from_secs(timeout_s)
+                || (until_exact && k.exact() && k.expected > 0);
+            if done {
+                return Ok(r);
+            }
+            let wait = Duration::from_millis(interval_ms).saturating_sub(tick.elapsed());
+            tokio::time::sleep(wait).await;
+        }
+    })
 }
 
 /// A progress line on standard error every second while the run goes.

@@ -4,17 +4,25 @@
 //! the dead-letter topic) is read back and its stamp observed. Lost and
 //! duplicated come from the merged bitsets ([`crate::validate`]).
 //!
+//! [`Live`] does the same while the flow runs: each [`Live::tick`] reads
+//! only what topics and files committed since the last one (tables and
+//! Kafka topics are read whole again), reads what the generator made *after*
+//! reading the sinks, and counts a stamp only once the generator's count
+//! covers it — a record generated and delivered between the two reads
+//! waits for the next tick instead of counting as unexpected.
+//!
 //! Owns reading sinks back; never writes anything.
 
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
-use std::path::Path as FsPath;
+use std::path::{Path as FsPath, PathBuf};
 
 use tablinum_client::{AsyncClient, Query};
 
 use crate::definition::{Flow, Kind, Sink, Source};
 use crate::generator::{self, GENERATOR_WRITER};
 use crate::run::{dead_letter_topic, is_committed_file, RunError};
-use crate::validate::{stamp_of, Counts, Validator};
+use crate::validate::{stamp_of, Counts, Stamp, Validator};
 
 /// What one sink held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,154 +73,15 @@ pub async fn generated(c: &AsyncClient, topic: &str) -> Result<Vec<u64>, RunErro
     Ok(out)
 }
 
-fn observe(v: &mut Validator, seen: &mut SinkSeen, record: &[u8]) -> Result<(), RunError> {
-    seen.records += 1;
-    match stamp_of(record) {
-        Some(s) => v.observe(s).map_err(limit),
-        None => {
-            seen.unstamped += 1;
-            Ok(())
-        }
-    }
-}
-
-/// Observes every record of every partition of `topic`.
-pub async fn read_topic(
-    c: &AsyncClient,
-    topic: &str,
-    v: &mut Validator,
-    seen: &mut SinkSeen,
-) -> Result<(), RunError> {
-    let t = c
-        .topic(topic)
-        .await
-        .map_err(cluster(format!("topic {topic}")))?;
-    for p in 0..t.partitions() {
-        let start = c
-            .topic_head(topic, p)
-            .await
-            .map_err(cluster(format!("topic {topic}")))?
-            .start;
-        let mut err = None;
-        c.read_topic(
-            topic,
-            p,
-            start,
-            0,
-            &mut |r| match observe(v, seen, &r.value) {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(e) => {
-                    err = Some(e);
-                    ControlFlow::Break(())
-                }
-            },
-        )
-        .await
-        .map_err(cluster(format!("reading topic {topic}")))?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// Observes every row of `table`.
-pub async fn read_table(
-    c: &AsyncClient,
-    table: &str,
-    v: &mut Validator,
-    seen: &mut SinkSeen,
-) -> Result<(), RunError> {
-    let mut err = None;
-    c.query_until(
-        &Query::new(table),
-        &mut |r| match observe(v, seen, &r.value) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                err = Some(e);
-                ControlFlow::Break(())
-            }
-        },
-    )
-    .await
-    .map_err(cluster(format!("reading table {table}")))?;
-    err.map_or(Ok(()), Err)
-}
-
-/// Observes every line of every committed file in `dir` (in-progress files
-/// never count).
-pub fn read_files(dir: &FsPath, v: &mut Validator, seen: &mut SinkSeen) -> Result<(), RunError> {
-    let io = |e: std::io::Error| RunError::Io(format!("reading {}: {e}", dir.display()));
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    names.sort();
-    for n in names {
-        if !is_committed_file(&n) {
-            continue;
-        }
-        if n.ends_with(crate::run::PARQUET_EXT) {
-            read_parquet(&dir.join(&n), v, seen)?;
-            continue;
-        }
-        let data = std::fs::read(dir.join(&n)).map_err(io)?;
-        for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            observe(v, seen, line)?;
-        }
-    }
-    Ok(())
-}
-
-/// Validates what `flow` delivered: expected from the generator's counts in
-/// its source topics, observed at every sink and the dead-letter topic.
+/// Validates what `flow` delivered: every sink and the dead-letter topic
+/// read whole, then what the generator made into its sources (read after
+/// the sinks, so it covers everything they hold: a stamp it does not cover
+/// is unexpected).
 pub async fn validate(c: &AsyncClient, flow: &Flow, root: &FsPath) -> Result<Report, RunError> {
-    let mut v = Validator::new();
-    for n in &flow.nodes {
-        match &n.kind {
-            Kind::Source(Source::Topic(t)) => {
-                for (w, count) in generator::expected(&generated(c, t).await?) {
-                    v.expect(w, count).map_err(limit)?;
-                }
-            }
-            Kind::Source(Source::Kafka { brokers, topic, .. }) => {
-                expect_from_kafka(brokers, topic, &mut v, n.line)?;
-            }
-            _ => {}
-        }
-    }
-    let mut report = Report::default();
-    for n in &flow.nodes {
-        let Kind::Sink(s) = &n.kind else { continue };
-        let mut seen = SinkSeen {
-            name: n.name.clone(),
-            ..SinkSeen::default()
-        };
-        match s {
-            Sink::Topic(t) => read_topic(c, t, &mut v, &mut seen).await?,
-            Sink::Table { table, .. } => read_table(c, table, &mut v, &mut seen).await?,
-            Sink::Files { dir, .. } => read_files(&root.join(dir), &mut v, &mut seen)?,
-            Sink::Kafka { brokers, topic } => {
-                read_kafka(brokers, topic, &mut v, &mut seen, n.line)?
-            }
-        }
-        report.sinks.push(seen);
-    }
-    let mut seen = SinkSeen {
-        name: crate::definition::DEAD_LETTER.into(),
-        ..SinkSeen::default()
-    };
-    let dl = dead_letter_topic(flow);
-    match c.topic(&dl).await {
-        Ok(_) => read_topic(c, &dl, &mut v, &mut seen).await?,
-        Err(tablinum_client::Error::NotFound(_)) => {}
-        Err(e) => return Err(cluster(format!("topic {dl}"))(e)),
-    }
-    report.sinks.push(seen);
-    report.counts = v.report();
-    Ok(report)
+    let mut live = Live::new(flow);
+    let mut r = live.tick(c, flow, root).await?;
+    r.counts.unexpected += live.staged.len() as u64;
+    Ok(r)
 }
 
 /// Expects what a Kafka source holds: every stamped record in it (a window
@@ -241,30 +110,6 @@ fn expect_from_kafka(
     Ok(())
 }
 
-/// Observes every committed record of a Kafka topic.
-#[cfg(feature = "kafka")]
-fn read_kafka(
-    brokers: &str,
-    topic: &str,
-    v: &mut Validator,
-    seen: &mut SinkSeen,
-    _line: usize,
-) -> Result<(), RunError> {
-    let n = crate::kafka::partitions(brokers, topic)?
-        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
-    let mut err = None;
-    for p in 0..n {
-        crate::kafka::read_partition(brokers, topic, p, &mut |_, _, r| {
-            if err.is_none() {
-                if let Err(e) = observe(v, seen, r) {
-                    err = Some(e);
-                }
-            }
-        })?;
-    }
-    err.map_or(Ok(()), Err)
-}
-
 #[cfg(not(feature = "kafka"))]
 fn expect_from_kafka(_: &str, _: &str, _: &mut Validator, line: usize) -> Result<(), RunError> {
     Err(RunError::Setup(format!(
@@ -272,35 +117,265 @@ fn expect_from_kafka(_: &str, _: &str, _: &mut Validator, line: usize) -> Result
     )))
 }
 
-#[cfg(not(feature = "kafka"))]
-fn read_kafka(
-    _: &str,
-    _: &str,
-    _: &mut Validator,
-    _: &mut SinkSeen,
-    line: usize,
+/// A validation that follows a running flow (see the module comment).
+#[derive(Debug, Default)]
+pub struct Live {
+    /// What append-only sinks (topics, files, the dead-letter topic)
+    /// delivered and the generator's counts cover.
+    base: Validator,
+    /// Next offset to read, per (topic, partition).
+    cursors: HashMap<(String, u32), u64>,
+    /// Committed files read already.
+    files: HashSet<PathBuf>,
+    /// Stamps read but not yet covered by the generator's counts.
+    staged: Vec<Stamp>,
+    /// Per sink (the dead-letter topic last): what append-only reads saw.
+    seen: Vec<SinkSeen>,
+}
+
+impl Live {
+    /// A live validation of `flow`, nothing read yet.
+    pub fn new(flow: &Flow) -> Live {
+        let mut seen: Vec<SinkSeen> = flow
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.kind, Kind::Sink(_)))
+            .map(|n| SinkSeen {
+                name: n.name.clone(),
+                ..SinkSeen::default()
+            })
+            .collect();
+        seen.push(SinkSeen {
+            name: crate::definition::DEAD_LETTER.into(),
+            ..SinkSeen::default()
+        });
+        Live {
+            seen,
+            ..Live::default()
+        }
+    }
+
+    /// Reads what arrived since the last tick and reports every sink so
+    /// far. `lost` here is what has not arrived *yet*.
+    pub async fn tick(
+        &mut self,
+        c: &AsyncClient,
+        flow: &Flow,
+        root: &FsPath,
+    ) -> Result<Report, RunError> {
+        // Sinks first, then the generator's counts (see the module comment).
+        let mut whole: Vec<Stamp> = Vec::new();
+        let mut whole_seen = Vec::new();
+        let sinks: Vec<&Sink> = flow
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                Kind::Sink(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        for (i, s) in sinks.iter().enumerate() {
+            match s {
+                Sink::Topic(t) => {
+                    let mut seen = std::mem::take(&mut self.seen[i]);
+                    let r = self.read_new(c, t, &mut seen).await;
+                    self.seen[i] = seen;
+                    r?;
+                }
+                Sink::Files { dir, .. } => {
+                    let mut seen = std::mem::take(&mut self.seen[i]);
+                    let r = self.read_new_files(&root.join(dir), &mut seen);
+                    self.seen[i] = seen;
+                    r?;
+                }
+                Sink::Table { table, .. } => {
+                    let mut seen = SinkSeen {
+                        name: self.seen[i].name.clone(),
+                        ..SinkSeen::default()
+                    };
+                    c.query_until(&Query::new(table), &mut |r| {
+                        note(&mut whole, &mut seen, &r.value);
+                        ControlFlow::Continue(())
+                    })
+                    .await
+                    .map_err(cluster(format!("reading table {table}")))?;
+                    whole_seen.push((i, seen));
+                }
+                Sink::Kafka { brokers, topic } => {
+                    let mut seen = SinkSeen {
+                        name: self.seen[i].name.clone(),
+                        ..SinkSeen::default()
+                    };
+                    kafka_stamps(brokers, topic, &mut whole, &mut seen)?;
+                    whole_seen.push((i, seen));
+                }
+            }
+        }
+        let dl = dead_letter_topic(flow);
+        let last = self.seen.len() - 1;
+        match c.topic(&dl).await {
+            Ok(_) => {
+                let mut seen = std::mem::take(&mut self.seen[last]);
+                let r = self.read_new(c, &dl, &mut seen).await;
+                self.seen[last] = seen;
+                r?;
+            }
+            Err(tablinum_client::Error::NotFound(_)) => {}
+            Err(e) => return Err(cluster(format!("topic {dl}"))(e)),
+        }
+        for n in &flow.nodes {
+            match &n.kind {
+                Kind::Source(Source::Topic(t)) => {
+                    for (w, count) in generator::expected(&generated(c, t).await?) {
+                        self.base.expect(w, count).map_err(limit)?;
+                    }
+                }
+                Kind::Source(Source::Kafka { brokers, topic, .. }) => {
+                    expect_from_kafka(brokers, topic, &mut self.base, n.line)?;
+                }
+                _ => {}
+            }
+        }
+        let staged = std::mem::take(&mut self.staged);
+        for s in staged {
+            if s.seq < self.base.expected(s.window) {
+                self.base.observe(s).map_err(limit)?;
+            } else {
+                self.staged.push(s);
+            }
+        }
+        let mut v = self.base.clone();
+        for s in whole {
+            if s.seq < v.expected(s.window) {
+                v.observe(s).map_err(limit)?;
+            }
+        }
+        let mut sinks_seen = self.seen.clone();
+        for (i, seen) in whole_seen {
+            sinks_seen[i] = seen;
+        }
+        Ok(Report {
+            counts: v.report(),
+            sinks: sinks_seen,
+        })
+    }
+
+    /// Stages what `topic` committed past the cursors.
+    async fn read_new(
+        &mut self,
+        c: &AsyncClient,
+        topic: &str,
+        seen: &mut SinkSeen,
+    ) -> Result<(), RunError> {
+        let t = c
+            .topic(topic)
+            .await
+            .map_err(cluster(format!("topic {topic}")))?;
+        for p in 0..t.partitions() {
+            let key = (topic.to_string(), p);
+            let from = match self.cursors.get(&key) {
+                Some(&n) => n,
+                None => {
+                    c.topic_head(topic, p)
+                        .await
+                        .map_err(cluster(format!("topic {topic}")))?
+                        .start
+                }
+            };
+            let staged = &mut self.staged;
+            let next = c
+                .read_topic(topic, p, from, 0, &mut |r| {
+                    note(staged, seen, &r.value);
+                    ControlFlow::Continue(())
+                })
+                .await
+                .map_err(cluster(format!("reading topic {topic}")))?;
+            self.cursors.insert(key, next);
+        }
+        Ok(())
+    }
+
+    /// Stages the lines of committed files not read yet.
+    fn read_new_files(&mut self, dir: &FsPath, seen: &mut SinkSeen) -> Result<(), RunError> {
+        let io = |e: std::io::Error| RunError::Io(format!("reading {}: {e}", dir.display()));
+        let names: Vec<String> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| is_committed_file(n))
+                .collect(),
+            // Not made yet: the flow has not started.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(e)),
+        };
+        for n in names {
+            let path = dir.join(&n);
+            if self.files.contains(&path) {
+                continue;
+            }
+            let mut one = SinkSeen::default();
+            if n.ends_with(crate::run::PARQUET_EXT) {
+                read_parquet_stamps(&path, &mut self.staged, &mut one)?;
+            } else {
+                let data = std::fs::read(&path).map_err(io)?;
+                for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                    note(&mut self.staged, &mut one, line);
+                }
+            }
+            seen.records += one.records;
+            seen.unstamped += one.unstamped;
+            self.files.insert(path);
+        }
+        Ok(())
+    }
+}
+
+/// Counts `record` in `seen` and keeps its stamp, if any.
+fn note(stamps: &mut Vec<Stamp>, seen: &mut SinkSeen, record: &[u8]) {
+    seen.records += 1;
+    match stamp_of(record) {
+        Some(s) => stamps.push(s),
+        None => seen.unstamped += 1,
+    }
+}
+
+#[cfg(feature = "kafka")]
+fn kafka_stamps(
+    brokers: &str,
+    topic: &str,
+    stamps: &mut Vec<Stamp>,
+    seen: &mut SinkSeen,
 ) -> Result<(), RunError> {
-    Err(RunError::Setup(format!(
-        "line {line}: Kafka is not in this build (feature `kafka`)"
-    )))
+    let n = crate::kafka::partitions(brokers, topic)?
+        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
+    for p in 0..n {
+        crate::kafka::read_partition(brokers, topic, p, &mut |_, _, r| note(stamps, seen, r))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "kafka"))]
+fn kafka_stamps(_: &str, _: &str, _: &mut Vec<Stamp>, _: &mut SinkSeen) -> Result<(), RunError> {
+    Err(RunError::Setup(
+        "Kafka is not in this build (feature `kafka`)".into(),
+    ))
 }
 
 #[cfg(feature = "parquet")]
-fn read_parquet(path: &FsPath, v: &mut Validator, seen: &mut SinkSeen) -> Result<(), RunError> {
-    let mut err = None;
-    crate::parquet_file::read(path, &mut |_, _, r| {
-        if err.is_none() {
-            if let Err(e) = observe(v, seen, r) {
-                err = Some(e);
-            }
-        }
-    })
-    .map_err(RunError::Io)?;
-    err.map_or(Ok(()), Err)
+fn read_parquet_stamps(
+    path: &FsPath,
+    stamps: &mut Vec<Stamp>,
+    seen: &mut SinkSeen,
+) -> Result<(), RunError> {
+    crate::parquet_file::read(path, &mut |_, _, r| note(stamps, seen, r)).map_err(RunError::Io)
 }
 
 #[cfg(not(feature = "parquet"))]
-fn read_parquet(path: &FsPath, _: &mut Validator, _: &mut SinkSeen) -> Result<(), RunError> {
+fn read_parquet_stamps(
+    path: &FsPath,
+    _: &mut Vec<Stamp>,
+    _: &mut SinkSeen,
+) -> Result<(), RunError> {
     Err(RunError::Setup(format!(
         "{}: Parquet is not in this build (feature `parquet`)",
         path.display()

@@ -169,6 +169,11 @@ impl Validator {
         Ok(())
     }
 
+    /// How many records window `w` is expected to hold (0: none yet).
+    pub fn expected(&self, w: u32) -> u32 {
+        self.windows.get(&w).map_or(0, |win| win.expected)
+    }
+
     /// A record stamped `s` arrived.
     pub fn observe(&mut self, s: Stamp) -> Result<(), Error> {
         let win = self.window(s.window)?;
