@@ -95,10 +95,15 @@ impl Drop for Workers {
     }
 }
 
-/// Starts `tablinum worker` with id `id` against the cluster of `cli`.
+/// Starts `tablinum worker` with id `id` against the cluster of `cli`
+/// (embedded: its cluster secret in `dir/data`).
 fn worker(cli: &Cli, id: &str) -> Child {
+    worker_with(cli, id, &cli.dir.join("data").join("cluster.secret"))
+}
+
+/// Starts `tablinum worker` with id `id` and the cluster secret `secret`.
+fn worker_with(cli: &Cli, id: &str, secret: &Path) -> Child {
     let cfg = cli.dir.join(format!("{id}.toml"));
-    let secret = cli.dir.join("data").join("cluster.secret");
     std::fs::write(
         &cfg,
         format!(
@@ -297,4 +302,89 @@ fn workers_share_tasks_and_survive_kills_exactly_once() {
     assert!(cli.ok(&["flow", "list"]).contains("wsplit  stopped  0/4"));
     let r = cli.run(&["flow", "stop", "nope"], b"");
     assert!(r.code == 5 && r.err.contains("no flow nope"), "{}", r.err);
+}
+
+#[test]
+fn workers_ride_out_a_tablet_server_kill_and_a_manager_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    // A manager and two tablet servers as processes (heartbeat timeout
+    // 1.5 s, so a worker's lease is 1 s).
+    let (mut procs, maddr, tservers) = common::start_processes(dir.path(), 1_500, 2);
+    let home = dir.path().join("home");
+    let token =
+        tablinum_auth::files::load_token_file(&dir.path().join("manager").join("admin.token"))
+            .unwrap();
+    tablinum_auth::files::store_credentials(
+        &home.join("tablinum").join("credentials"),
+        &maddr,
+        &token,
+    )
+    .unwrap();
+    let cli = Cli {
+        grpc: maddr.clone(),
+        home,
+        dir: dir.path().to_path_buf(),
+    };
+    let flow = dir.path().join("wsplit.toml");
+    std::fs::write(&flow, FLOW).unwrap();
+    let fl = flow.to_str().unwrap();
+    cli.ok(&["topic", "create", "logs", "--partitions", "4"]);
+    cli.ok(&["topic", "produce", "logs", "--generate", "5000"]);
+    cli.ok(&["flow", "submit", fl]);
+    let secret = dir.path().join("cluster.secret");
+    let _workers = Workers(vec![
+        ("p0".into(), worker_with(&cli, "p0", &secret)),
+        ("p1".into(), worker_with(&cli, "p1", &secret)),
+    ]);
+    let mut rnd = common::xorshift(0x5DEE_CE66_D1CE_4E5Bu64);
+
+    // A tablet server dies mid-run: its tablets (topics, the table, the
+    // state table) move to the other one; the tasks that failed start
+    // again from their committed positions.
+    cli.ok(&["topic", "produce", "logs", "--generate", "3000"]);
+    std::thread::sleep(Duration::from_millis(200 + rnd(800)));
+    let victim = *tservers.values().next().unwrap();
+    procs.0[victim].kill().unwrap();
+    procs.0[victim].wait().unwrap();
+    cli.ok(&["topic", "produce", "logs", "--generate", "3000"]);
+
+    // The manager dies and comes back at its address: it reloads the
+    // flows and their holders, the workers keep their tasks.
+    std::thread::sleep(Duration::from_millis(rnd(1000)));
+    procs.0[0].kill().unwrap();
+    procs.0[0].wait().unwrap();
+    let mcfg = dir.path().join("manager.toml");
+    let text = std::fs::read_to_string(&mcfg)
+        .unwrap()
+        .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{maddr}\""));
+    std::fs::write(&mcfg, text).unwrap();
+    let (m, again) = common::spawn_role("manager", &mcfg);
+    procs.0[0] = m;
+    assert_eq!(again, maddr);
+    cli.ok(&["topic", "produce", "logs", "--generate", "3000"]);
+
+    let live = cli.run(
+        &[
+            "flow",
+            "validate",
+            fl,
+            "--root",
+            "files",
+            "--follow",
+            "--until-exact",
+            "--interval-ms",
+            "500",
+            "--timeout-s",
+            "120",
+        ],
+        b"",
+    );
+    assert_eq!(live.code, 0, "{}{}", live.out, live.err);
+    // 4 partitions x (5000 + 3 x 3000) generated records.
+    assert!(
+        live.out
+            .contains("expected 56000, received 56000, lost 0, duplicated 0"),
+        "{}",
+        live.out
+    );
 }

@@ -35,6 +35,10 @@ pub const HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 500;
 pub const TASKS_MAX_DEFAULT: u32 = 64;
 /// How long a stopping worker waits for its tasks' last commits, ms.
 pub const STOP_WAIT_MS: u64 = 10_000;
+/// How long one heartbeat's lag lookups may take together, ms: a tablet
+/// server that does not answer must not delay the heartbeat (and so the
+/// lease) of every task.
+pub const LAG_LOOKUP_BUDGET_MS: u64 = 100;
 
 /// A worker's settings (`[worker]` of its config file).
 #[derive(Debug, Clone, Deserialize)]
@@ -121,6 +125,8 @@ struct Running {
     /// Records read at the previous report and when.
     last: (u64, Instant),
     rate: f64,
+    /// Its lag as last looked up.
+    lag: u64,
 }
 
 /// A flow this worker has prepared.
@@ -208,6 +214,7 @@ pub async fn work(
                             handle,
                             last: (0, Instant::now()),
                             rate: 0.0,
+                            lag: 0,
                         },
                     );
                 }
@@ -306,13 +313,15 @@ async fn reap(running: &mut HashMap<(String, u32), Running>, status: &WorkerStat
 }
 
 /// One report per running task; lag from the source partition's head
-/// (tablinum topics only).
+/// (tablinum topics only), looked up within [`LAG_LOOKUP_BUDGET_MS`] for
+/// all tasks together (past it, a task reports its previous lag).
 async fn report(
     c: &AsyncClient,
     flows: &HashMap<String, Prepared>,
     running: &mut HashMap<(String, u32), Running>,
 ) -> Vec<TaskReport> {
     let mut out = Vec::with_capacity(running.len());
+    let budget = Instant::now() + Duration::from_millis(LAG_LOOKUP_BUDGET_MS);
     for ((flow, task), r) in running.iter_mut() {
         let n = r.ctl.records_in.load(Ordering::Relaxed);
         let dt = r.last.1.elapsed().as_secs_f64();
@@ -321,12 +330,13 @@ async fn report(
         }
         r.last = (n, Instant::now());
         let position = r.ctl.position.load(Ordering::Relaxed);
-        let mut lag = 0;
         if let Some((topic, p)) = flows.get(flow).and_then(|f| f.runner.topic_of(*task)) {
-            if let Ok(h) = c.topic_head(&topic, p).await {
-                lag = h.next.saturating_sub(position);
+            let left = budget.saturating_duration_since(Instant::now());
+            if let Ok(Ok(h)) = tokio::time::timeout(left, c.topic_head(&topic, p)).await {
+                r.lag = h.next.saturating_sub(position);
             }
         }
+        let lag = r.lag;
         out.push(TaskReport {
             flow: flow.clone(),
             task: *task,
