@@ -92,6 +92,11 @@ pub enum FlowCommand {
         /// With --follow: stop after this long, s.
         #[arg(long, default_value_t = 3600)]
         timeout_s: u64,
+        /// Also report end-to-end latency (source append to sink commit,
+        /// p50/p99/max) of every record at the topic sinks, from the
+        /// topics' append marks (a flow reading one tablinum topic).
+        #[arg(long)]
+        latency: bool,
     },
 }
 
@@ -297,6 +302,7 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
             interval_ms,
             until_exact,
             timeout_s,
+            latency,
         } => {
             let flow = load(&file)?;
             let c = s.client()?;
@@ -312,6 +318,20 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
                     sk.records,
                     sk.unstamped
                 );
+            }
+            if latency {
+                match c.block_on(tablinum_flow::latency::measure(c.as_async(), &flow))? {
+                    Some(l) => out!(
+                        "  latency, source append to sink commit: p50 {} ms, p99 {} ms, max {} ms over {} records (commit every {} ms, {})",
+                        l.p50_ms,
+                        l.p99_ms,
+                        l.max_ms,
+                        l.records,
+                        flow.commit_interval_ms,
+                        if flow.sync { "sync" } else { "nosync" }
+                    ),
+                    None => out!("  latency: not measured (it needs one tablinum topic source, topic sinks and stamped records)"),
+                }
             }
             let k = r.counts;
             out!(

@@ -140,6 +140,23 @@ topic = "mout"
         "{a:?} {b:?}"
     );
     assert!(cli.ok(&["topic", "list"]).contains("mat.by-host\t2"));
+    // End-to-end latency from the append marks of the source and the sink.
+    let l = cli.ok(&["flow", "validate", flow, "--root", "files", "--latency"]);
+    let line = l
+        .lines()
+        .find(|x| x.contains("latency, source append to sink commit"))
+        .unwrap();
+    assert!(line.contains("over 2000 records"), "{line}");
+    let p99: u64 = line
+        .split("p99 ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(p99 < 60_000, "{line}");
 }
 
 #[test]

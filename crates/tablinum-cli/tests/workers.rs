@@ -148,6 +148,29 @@ fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// `flow validate --follow --until-exact`, asserted to end exact; its
+/// standard output.
+fn follow_until_exact(cli: &Cli, flow: &str, interval_ms: &str, timeout_s: &str) -> String {
+    let live = cli.run(
+        &[
+            "flow",
+            "validate",
+            flow,
+            "--root",
+            "files",
+            "--follow",
+            "--until-exact",
+            "--interval-ms",
+            interval_ms,
+            "--timeout-s",
+            timeout_s,
+        ],
+        b"",
+    );
+    assert_eq!(live.code, 0, "{}{}", live.out, live.err);
+    live.out
+}
+
 fn holders(cli: &Cli) -> Vec<String> {
     status(cli).into_iter().map(|r| r.1).collect()
 }
@@ -247,27 +270,10 @@ fn workers_share_tasks_and_survive_kills_exactly_once() {
     // Every record arrives exactly once: followed live while the workers
     // catch up (only what topics and files committed since the last line
     // is read), then checked whole.
-    let live = cli.run(
-        &[
-            "flow",
-            "validate",
-            fl,
-            "--root",
-            "files",
-            "--follow",
-            "--until-exact",
-            "--interval-ms",
-            "300",
-            "--timeout-s",
-            "90",
-        ],
-        b"",
-    );
-    assert_eq!(live.code, 0, "{}{}", live.out, live.err);
+    let live = follow_until_exact(&cli, fl, "300", "90");
     assert!(
-        live.out.contains("in flight") && live.out.contains("EXACT"),
-        "{}",
-        live.out
+        live.contains("in flight") && live.contains("EXACT"),
+        "{live}"
     );
     wait("the workers catch up", Duration::from_secs(60), || {
         status(&cli).iter().all(|r| r.3 == 0 && r.2 > 0)
@@ -363,28 +369,10 @@ fn workers_ride_out_a_tablet_server_kill_and_a_manager_restart() {
     assert_eq!(again, maddr);
     cli.ok(&["topic", "produce", "logs", "--generate", "3000"]);
 
-    let live = cli.run(
-        &[
-            "flow",
-            "validate",
-            fl,
-            "--root",
-            "files",
-            "--follow",
-            "--until-exact",
-            "--interval-ms",
-            "500",
-            "--timeout-s",
-            "120",
-        ],
-        b"",
-    );
-    assert_eq!(live.code, 0, "{}{}", live.out, live.err);
+    let live = follow_until_exact(&cli, fl, "500", "120");
     // 4 partitions x (5000 + 3 x 3000) generated records.
     assert!(
-        live.out
-            .contains("expected 56000, received 56000, lost 0, duplicated 0"),
-        "{}",
-        live.out
+        live.contains("expected 56000, received 56000, lost 0, duplicated 0"),
+        "{live}"
     );
 }

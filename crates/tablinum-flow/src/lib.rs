@@ -21,6 +21,8 @@
 //!   partition, operators fused in memory, every sink committing its
 //!   output with the input position it covers (exactly once per sink).
 //! - [`check`]: reads what sinks hold back and validates it.
+//! - [`latency`]: end-to-end latency between generated topics and topic
+//!   sinks, from the topics' append marks.
 //! - [`worker`]: the worker role — runs the tasks the manager leases to
 //!   it and reports their progress.
 //! - `kafka` (feature `kafka`, on by default): Kafka sources and
@@ -34,6 +36,7 @@ pub mod field;
 pub mod generator;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod latency;
 pub mod ops;
 #[cfg(feature = "parquet")]
 pub mod parquet_file;
