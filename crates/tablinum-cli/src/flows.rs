@@ -61,6 +61,11 @@ pub enum FlowCommand {
         /// The flow's name.
         name: String,
     },
+    /// Forget a stopped flow (its topics, tables and files stay).
+    Drop {
+        /// The flow's name.
+        name: String,
+    },
     /// Every submitted flow: running or stopped, tasks held, records/s.
     List,
     /// One submitted flow's tasks: holder, epoch, position, lag, rate.
@@ -232,6 +237,11 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
             let c = s.client()?;
             c.block_on(c.as_async().stop_flow(&name))?;
             out!("flow {name} stopped: its tasks commit what they hold and leave their workers");
+        }
+        FlowCommand::Drop { name } => {
+            let c = s.client()?;
+            c.block_on(c.as_async().drop_flow(&name))?;
+            out!("flow {name} dropped: its outputs stay");
         }
         FlowCommand::List => {
             let c = s.client()?;

@@ -306,6 +306,13 @@ fn workers_share_tasks_and_survive_kills_exactly_once() {
         holders(&cli).iter().all(|h| h == "-")
     });
     assert!(cli.ok(&["flow", "list"]).contains("wsplit  stopped  0/4"));
+    // Dropping needs a stopped flow whose tasks left their workers.
+    wait(
+        "the stopped flow can be dropped",
+        Duration::from_secs(20),
+        || cli.run(&["flow", "drop", "wsplit"], b"").code == 0,
+    );
+    assert_eq!(cli.ok(&["flow", "list"]), "no flow is submitted\n");
     let r = cli.run(&["flow", "stop", "nope"], b"");
     assert!(r.code == 5 && r.err.contains("no flow nope"), "{}", r.err);
 }

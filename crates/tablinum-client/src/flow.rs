@@ -36,6 +36,16 @@ impl AsyncClient {
         Ok(())
     }
 
+    /// Forgets stopped flow `name` (its outputs stay).
+    pub async fn drop_flow(&self, name: &str) -> Result<()> {
+        self.manager()
+            .drop_flow(v1::DropFlowRequest {
+                name: name.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Every submitted flow with its tasks.
     pub async fn list_flows(&self) -> Result<Vec<FlowStatus>> {
         Ok(self

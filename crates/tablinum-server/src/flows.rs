@@ -195,6 +195,28 @@ impl Flows {
         Ok(e.rec.clone())
     }
 
+    /// Forgets a stopped flow none of whose tasks runs anywhere.
+    pub fn drop_flow(&mut self, name: &str) -> Result<(), String> {
+        let e = self
+            .flows
+            .get(name)
+            .ok_or_else(|| format!("no flow {name} is submitted"))?;
+        if e.rec.running {
+            return Err(format!("flow {name} is running: stop it first"));
+        }
+        let busy = self
+            .workers
+            .values()
+            .any(|w| w.running.iter().chain(&w.leased).any(|(f, _)| f == name));
+        if busy {
+            return Err(format!(
+                "flow {name} still has tasks committing on their workers; try again in a moment"
+            ));
+        }
+        self.flows.remove(name);
+        Ok(())
+    }
+
     /// Takes a worker's heartbeat: who it is and what it runs. Reports of
     /// tasks it holds at their current epoch are kept for the status.
     pub fn heartbeat(&mut self, hb: &v1::WorkerHeartbeatRequest, now: Instant) {
@@ -545,6 +567,16 @@ mod tests {
         f.place(t0, T);
         assert_eq!(held(&mut f, "a"), vec![(0, 2), (1, 1)]);
         assert!(f.stop("nope").is_err());
+        // Dropping: only stopped flows none of whose tasks still runs.
+        assert!(f.drop_flow("s").unwrap_err().contains("stop it first"));
+        f.heartbeat(&hb("a", 64, &[("s", 0, 2)]), t0);
+        f.stop("s").unwrap();
+        assert!(f.drop_flow("s").unwrap_err().contains("try again"));
+        f.heartbeat(&hb("a", 64, &[]), t0);
+        f.leases("a");
+        f.drop_flow("s").unwrap();
+        assert!(f.statuses(t0).is_empty());
+        assert!(f.drop_flow("s").unwrap_err().contains("no flow s"));
     }
 
     #[test]

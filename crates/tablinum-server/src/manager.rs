@@ -1057,7 +1057,9 @@ impl ManagerRpc for ManagerService {
         let rec = st
             .flows
             .submit(&r.name, &r.definition, r.tasks)
-            .map_err(Status::failed_precondition)?;
+            // ABORTED: nothing changed, the caller decides (FAILED_PRECONDITION
+            // is what a moved tablet answers, and clients retry it).
+            .map_err(Status::aborted)?;
         let started = rec.is_some();
         if let Some(rec) = rec {
             m.save_flows(std::slice::from_ref(&rec))?;
@@ -1081,6 +1083,27 @@ impl ManagerRpc for ManagerService {
         m.save_flows(std::slice::from_ref(&rec))?;
         tracing::info!(flow = %name, by = %who, "flow stopped");
         Ok(Response::new(v1::StopFlowResponse {}))
+    }
+
+    async fn drop_flow(
+        &self,
+        req: Request<v1::DropFlowRequest>,
+    ) -> Result<Response<v1::DropFlowResponse>, Status> {
+        let who = authorize(&req, Need::Admin, "DropFlow")?;
+        let name = req.into_inner().name;
+        tablinum_proto::check_flow_name(&name).map_err(Status::invalid_argument)?;
+        let m = &self.0;
+        let mut st = m.state.lock();
+        st.flows.drop_flow(&name).map_err(|e| {
+            if e.starts_with("no flow") {
+                Status::not_found(e)
+            } else {
+                Status::aborted(e)
+            }
+        })?;
+        m.delete(&[KEY_FLOW, name.as_bytes()].concat())?;
+        tracing::info!(flow = %name, by = %who, "flow dropped");
+        Ok(Response::new(v1::DropFlowResponse {}))
     }
 
     async fn list_flows(
