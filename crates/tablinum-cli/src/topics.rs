@@ -255,11 +255,7 @@ pub fn run(s: &mut Session, cmd: TopicCommand) -> anyhow::Result<()> {
 
 /// How many records `--generate` wrote to partition `p`.
 pub fn generated(c: &Client, topic: &str, p: u32) -> anyhow::Result<u64> {
-    let v = c.writer_position(topic, p, GENERATOR_WRITER)?;
-    if v.is_empty() {
-        return Ok(0);
-    }
-    tablinum_proto::topic::decode_offset(&v).map_err(anyhow::Error::msg)
+    Ok(c.block_on(tablinum_flow::check::generated_in(c.as_async(), topic, p))?)
 }
 
 fn produce(c: &Client, a: ProduceArgs, interactive: bool) -> anyhow::Result<()> {
