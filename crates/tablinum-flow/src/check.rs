@@ -184,18 +184,8 @@ impl Live {
             .collect();
         for (i, s) in sinks.iter().enumerate() {
             match s {
-                Sink::Topic(t) => {
-                    let mut seen = std::mem::take(&mut self.seen[i]);
-                    let r = self.read_new(c, t, &mut seen).await;
-                    self.seen[i] = seen;
-                    r?;
-                }
-                Sink::Files { dir, .. } => {
-                    let mut seen = std::mem::take(&mut self.seen[i]);
-                    let r = self.read_new_files(&root.join(dir), &mut seen);
-                    self.seen[i] = seen;
-                    r?;
-                }
+                Sink::Topic(t) => self.read_new(c, t, i, false).await?,
+                Sink::Files { dir, .. } => self.read_new_files(&root.join(dir), i)?,
                 Sink::Table { table, .. } => {
                     let mut seen = SinkSeen {
                         name: self.seen[i].name.clone(),
@@ -219,18 +209,9 @@ impl Live {
                 }
             }
         }
-        let dl = dead_letter_topic(flow);
         let last = self.seen.len() - 1;
-        match c.topic(&dl).await {
-            Ok(_) => {
-                let mut seen = std::mem::take(&mut self.seen[last]);
-                let r = self.read_new(c, &dl, &mut seen).await;
-                self.seen[last] = seen;
-                r?;
-            }
-            Err(tablinum_client::Error::NotFound(_)) => {}
-            Err(e) => return Err(cluster(format!("topic {dl}"))(e)),
-        }
+        self.read_new(c, &dead_letter_topic(flow), last, true)
+            .await?;
         for n in &flow.nodes {
             match &n.kind {
                 Kind::Source(Source::Topic(t)) => {
@@ -271,17 +252,20 @@ impl Live {
         })
     }
 
-    /// Stages what `topic` committed past the cursors.
+    /// Stages what `topic` committed past the cursors, counted in sink
+    /// `i`; a topic that does not exist (yet) is nothing when `missing_ok`.
     async fn read_new(
         &mut self,
         c: &AsyncClient,
         topic: &str,
-        seen: &mut SinkSeen,
+        i: usize,
+        missing_ok: bool,
     ) -> Result<(), RunError> {
-        let t = c
-            .topic(topic)
-            .await
-            .map_err(cluster(format!("topic {topic}")))?;
+        let t = match c.topic(topic).await {
+            Ok(t) => t,
+            Err(tablinum_client::Error::NotFound(_)) if missing_ok => return Ok(()),
+            Err(e) => return Err(cluster(format!("topic {topic}"))(e)),
+        };
         for p in 0..t.partitions() {
             let key = (topic.to_string(), p);
             let from = match self.cursors.get(&key) {
@@ -293,7 +277,7 @@ impl Live {
                         .start
                 }
             };
-            let staged = &mut self.staged;
+            let (staged, seen) = (&mut self.staged, &mut self.seen[i]);
             let next = c
                 .read_topic(topic, p, from, 0, &mut |r| {
                     note(staged, seen, &r.value);
@@ -306,8 +290,9 @@ impl Live {
         Ok(())
     }
 
-    /// Stages the lines of committed files not read yet.
-    fn read_new_files(&mut self, dir: &FsPath, seen: &mut SinkSeen) -> Result<(), RunError> {
+    /// Stages the lines of committed files not read yet, counted in sink
+    /// `i`.
+    fn read_new_files(&mut self, dir: &FsPath, i: usize) -> Result<(), RunError> {
         let io = |e: std::io::Error| RunError::Io(format!("reading {}: {e}", dir.display()));
         let names: Vec<String> = match std::fs::read_dir(dir) {
             Ok(rd) => rd
@@ -324,17 +309,14 @@ impl Live {
             if self.files.contains(&path) {
                 continue;
             }
-            let mut one = SinkSeen::default();
             if n.ends_with(crate::run::PARQUET_EXT) {
-                read_parquet_stamps(&path, &mut self.staged, &mut one)?;
+                read_parquet_stamps(&path, &mut self.staged, &mut self.seen[i])?;
             } else {
                 let data = std::fs::read(&path).map_err(io)?;
                 for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                    note(&mut self.staged, &mut one, line);
+                    note(&mut self.staged, &mut self.seen[i], line);
                 }
             }
-            seen.records += one.records;
-            seen.unstamped += one.unstamped;
             self.files.insert(path);
         }
         Ok(())

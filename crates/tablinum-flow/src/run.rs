@@ -313,13 +313,30 @@ pub async fn run_with(
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
 ) -> Result<(), RunError> {
-    let plan = prepare(&c, &flow, &opts).await?;
-    if progress.sink_names.len() != plan.sinks.len() {
-        return Err(RunError::Setup(
-            "the progress counters were made for another flow".into(),
-        ));
+    let runner = Arc::new(Runner::build(c, flow, opts, stop.clone(), progress).await?);
+    runner
+        .ctx
+        .progress
+        .started_unix_ms
+        .store(tablinum_proto::unix_ms(), Ordering::Relaxed);
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..runner.tasks() {
+        let runner = runner.clone();
+        tasks.spawn(async move { runner.run_task(t, Arc::default()).await });
     }
-    run_prepared(c, flow, plan, opts, stop, progress).await
+    let mut first_err = None;
+    while let Some(r) = tasks.join_next().await {
+        let r = r.unwrap_or_else(|e| Err(RunError::Cluster(format!("a task failed: {e}"))));
+        if let Err(e) = r {
+            // One task's failure stops the rest (each commits what it has).
+            stop.store(true, Ordering::Relaxed);
+            first_err.get_or_insert(e);
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Counters for [`run_with`]: one per sink of `flow`, the dead-letter
@@ -396,14 +413,30 @@ impl Runner {
         opts: RunOptions,
         progress: Arc<Progress>,
     ) -> Result<Runner, RunError> {
+        Runner::build(c, flow, opts, Arc::new(AtomicBool::new(false)), progress).await
+    }
+
+    /// [`Runner::prepare`], every task also stopping when `stop` is set.
+    async fn build(
+        c: AsyncClient,
+        flow: Arc<Flow>,
+        opts: RunOptions,
+        stop: Arc<AtomicBool>,
+        progress: Arc<Progress>,
+    ) -> Result<Runner, RunError> {
         let plan = prepare(&c, &flow, &opts).await?;
+        if progress.sink_names.len() != plan.sinks.len() {
+            return Err(RunError::Setup(
+                "the progress counters were made for another flow".into(),
+            ));
+        }
         Ok(Runner {
             ctx: Arc::new(Ctx {
                 c,
                 flow,
                 plan,
                 opts,
-                stop: Arc::new(AtomicBool::new(false)),
+                stop,
                 progress,
                 started: Instant::now(),
             }),
@@ -445,57 +478,6 @@ impl Runner {
         };
         ctx.progress.tasks_running.fetch_sub(1, Ordering::Relaxed);
         r
-    }
-}
-
-async fn run_prepared(
-    c: AsyncClient,
-    flow: Arc<Flow>,
-    plan: Plan,
-    opts: RunOptions,
-    stop: Arc<AtomicBool>,
-    progress: Arc<Progress>,
-) -> Result<(), RunError> {
-    let ctx = Arc::new(Ctx {
-        c,
-        flow: flow.clone(),
-        plan,
-        opts,
-        stop: stop.clone(),
-        progress,
-        started: Instant::now(),
-    });
-    ctx.progress
-        .started_unix_ms
-        .store(tablinum_proto::unix_ms(), Ordering::Relaxed);
-    let mut tasks = tokio::task::JoinSet::new();
-    for s in 0..ctx.plan.sources.len() {
-        for p in 0..flow.parallelism {
-            let ctx = ctx.clone();
-            ctx.progress.tasks_running.fetch_add(1, Ordering::Relaxed);
-            tasks.spawn(async move {
-                let r = Task::start(ctx.clone(), s, p, Arc::default()).await;
-                let r = match r {
-                    Ok(mut t) => t.run().await,
-                    Err(e) => Err(e),
-                };
-                ctx.progress.tasks_running.fetch_sub(1, Ordering::Relaxed);
-                r
-            });
-        }
-    }
-    let mut first_err = None;
-    while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| Err(RunError::Cluster(format!("a task failed: {e}"))));
-        if let Err(e) = r {
-            // One task's failure stops the rest (each commits what it has).
-            stop.store(true, Ordering::Relaxed);
-            first_err.get_or_insert(e);
-        }
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(()),
     }
 }
 
