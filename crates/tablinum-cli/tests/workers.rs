@@ -228,6 +228,26 @@ fn workers_share_tasks_and_survive_kills_exactly_once() {
         .block_on(client.as_async().worker_heartbeat("thief", 64, Vec::new()))
         .unwrap_err();
     assert!(e.to_string().contains("WorkerHeartbeat needs"), "{e}");
+    // And an outsider with no credentials at all gets nothing either.
+    let nobody = tablinum_client::Client::connect_with(
+        &cli.grpc,
+        tablinum_client::ClientConfig::with_credential(None),
+    )
+    .unwrap();
+    for e in [
+        nobody
+            .block_on(nobody.as_async().worker_heartbeat("thief", 64, Vec::new()))
+            .unwrap_err(),
+        nobody
+            .block_on(nobody.as_async().submit_flow("wsplit", FLOW, 4))
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(e, tablinum_client::Error::Unauthenticated(_)),
+            "{e}"
+        );
+    }
+    assert!(nobody.block_on(nobody.as_async().list_flows()).is_err());
 
     // One worker takes every task; a second one gets half.
     let mut workers = Workers(vec![("w0".to_string(), worker(&cli, "w0"))]);
