@@ -107,6 +107,16 @@ pub enum BenchError {
         /// What happened.
         reason: String,
     },
+    /// The output of a child process of a scenario could not be read (a
+    /// line missing or not in the shape expected).
+    ChildOutput {
+        /// The command (`tablinum flow run`).
+        command: String,
+        /// The line at fault (or the last line when one is missing).
+        line: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A `tablinum up` child process (the `cluster` target, the
     /// `stream-limit` scenario) could not be started, used or stopped.
     Cluster {
@@ -191,6 +201,14 @@ impl fmt::Display for BenchError {
                 write!(f, "memory limit ({}): {reason}", path.display())
             }
             BenchError::ChildRun { run, reason } => write!(f, "run {run}: {reason}"),
+            BenchError::ChildOutput {
+                command,
+                line,
+                reason,
+            } => write!(
+                f,
+                "cannot read the output of `{command}`: {reason} (line: `{line}`)"
+            ),
             BenchError::Cluster { action, reason } => {
                 write!(f, "cluster: {action} failed: {reason}")
             }

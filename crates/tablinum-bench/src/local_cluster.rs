@@ -232,6 +232,15 @@ impl LocalCluster {
         &self.log
     }
 
+    /// The cluster process's id (`None` once stopped), to read its CPU time.
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(Child::id)
+    }
+
     /// Stops the cluster: SIGTERM, then up to [`STOP_TIMEOUT_S`] for it to
     /// close its tablets and exit, then SIGKILL. `Err` when it had to be
     /// killed or did not exit cleanly. Stopping a stopped cluster does nothing.

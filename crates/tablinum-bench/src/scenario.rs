@@ -15,6 +15,9 @@
 //! - [`stream_limit`] (the CouchDB `stream_limit` report): index queries
 //!   against one cluster (`tablinum up` as a child process), the client and
 //!   its coordinator measured in this process.
+//! - [`splitter`] (the Scribengin splitter report): the real `tablinum`
+//!   binary's flows as child processes against one cluster and one Kafka
+//!   broker, beside Kafka Streams, validated exactly once per run.
 //! - [`scan_servers`] (the Accumulo scan-server report): its four tables
 //!   simulated by `tablinum-sim` (the measured loopback run is still to come).
 //!
@@ -29,6 +32,7 @@ pub mod framework;
 pub mod machine;
 pub mod report;
 pub mod scan_servers;
+pub mod splitter;
 pub mod stream_limit;
 pub mod volume;
 
@@ -58,6 +62,12 @@ pub enum ScenarioCommand {
     /// configuration and tablinum's default profile, beside the report's
     /// figures, with the rank correlation that validates the model.
     ScanServers(scan_servers::ScanServersArgs),
+    /// The Scribengin splitter report: log records split by level into one
+    /// sink per level, tablinum topics end to end (fused and a topic on
+    /// every edge), Kafka → Kafka beside Kafka Streams 4.4.0, Kafka →
+    /// Parquet, an 80/15/5 skew, p50/p99 at a steady rate and a worker
+    /// SIGKILLed mid-run; every run validated exactly once.
+    Splitter(splitter::SplitterArgs),
 }
 
 /// Runs a scenario command from the `tablinum` binary (children are started by
@@ -71,6 +81,10 @@ pub fn execute(cmd: ScenarioCommand) -> Result<(), BenchError> {
         }
         ScenarioCommand::StreamLimit(args) => {
             let r = stream_limit::run(&args, &child)?;
+            (r.runs_failed, r.runs_total, args.out)
+        }
+        ScenarioCommand::Splitter(args) => {
+            let r = splitter::run(&args, &child)?;
             (r.runs_failed, r.runs_total, args.out)
         }
         ScenarioCommand::ScanServers(args) => {

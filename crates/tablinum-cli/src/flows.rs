@@ -103,6 +103,22 @@ pub enum FlowCommand {
         #[arg(long)]
         latency: bool,
     },
+    /// Follow a Kafka flow's sinks from now (read_committed) and report the
+    /// latency from each input record's Kafka create time to when it became
+    /// visible at a sink: p50, p99, max. Start it before the input is
+    /// generated; it ends once --expect records arrived (exit 1 if the
+    /// timeout came first). Works for any writer of the sinks, so a peer
+    /// stream processor is measured the same way.
+    Latency {
+        /// The definition (TOML): one Kafka source, Kafka sinks.
+        file: PathBuf,
+        /// Stop once this many distinct stamped records arrived.
+        #[arg(long)]
+        expect: u64,
+        /// Stop after this long, s.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
+    },
 }
 
 fn load(file: &Path) -> anyhow::Result<Flow> {
@@ -356,8 +372,59 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
             );
             return Ok(k.exact());
         }
+        FlowCommand::Latency {
+            file,
+            expect,
+            timeout_s,
+        } => {
+            let flow = load(&file)?;
+            return follow_latency(s, &flow, expect, timeout_s);
+        }
     }
     Ok(true)
+}
+
+#[cfg(feature = "kafka")]
+fn follow_latency(
+    s: &mut Session,
+    flow: &Flow,
+    expect: u64,
+    timeout_s: u64,
+) -> anyhow::Result<bool> {
+    let c = s.client()?;
+    eprintln!(
+        "following the sinks of flow {} until {expect} records are visible (at most {timeout_s} s)",
+        flow.name
+    );
+    let l = c.block_on(async {
+        tablinum_flow::latency::follow_kafka(flow, expect, Duration::from_secs(timeout_s))
+    })?;
+    let Some(l) = l else {
+        out!("latency: no record arrived at the sinks within {timeout_s} s");
+        return Ok(false);
+    };
+    out!(
+        "latency, source to visible: p50 {} ms, p99 {} ms, max {} ms over {} records (read_committed, fetches wait at most {} ms)",
+        l.p50_ms,
+        l.p99_ms,
+        l.max_ms,
+        l.records,
+        tablinum_flow::kafka::FOLLOW_FETCH_WAIT_MS
+    );
+    if l.records < expect {
+        out!(
+            "latency: only {} of {expect} records arrived within {timeout_s} s",
+            l.records
+        );
+    }
+    Ok(l.records >= expect)
+}
+
+#[cfg(not(feature = "kafka"))]
+fn follow_latency(_: &mut Session, _: &Flow, _: u64, _: u64) -> anyhow::Result<bool> {
+    anyhow::bail!(
+        "Kafka is not in this build: tablinum-cli was compiled without its `kafka` feature"
+    )
 }
 
 /// `flow validate --follow`: a line per interval until Ctrl-C, the

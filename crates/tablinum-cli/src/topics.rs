@@ -115,6 +115,11 @@ pub struct ProduceArgs {
     /// transactions; NAME is the Kafka topic).
     #[arg(long, requires = "generate", value_name = "BROKERS")]
     pub kafka: Option<String>,
+    /// Pace --generate at this many records/s in total, spread evenly over
+    /// the partitions (default: as fast as appends go). For latency: input
+    /// that arrives steadily while a flow runs.
+    #[arg(long, requires = "generate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: Option<u64>,
 }
 
 /// `topic consume`.
@@ -274,7 +279,7 @@ fn produce(c: &Client, a: ProduceArgs, interactive: bool) -> anyhow::Result<()> 
             );
         };
         let g = Generator::new(a.seed, Split::new([i, w, e]).map_err(crate::exit::Usage)?);
-        return kafka_generate(c, brokers, &a.name, n, a.batch, &g);
+        return kafka_generate(c, brokers, &a.name, n, a.batch, &g, a.rate);
     }
     let parts = partitions_of(c, &a.name, a.partition)?;
     if let Some(n) = a.generate {
@@ -292,6 +297,7 @@ fn produce(c: &Client, a: ProduceArgs, interactive: bool) -> anyhow::Result<()> 
             n,
             a.batch,
             Generator::new(a.seed, split),
+            a.rate,
         );
     }
     let input: Box<dyn BufRead> = match &a.file {
@@ -337,51 +343,36 @@ fn generate(
     n: u64,
     batch: usize,
     g: Generator,
+    rate: Option<u64>,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut last_report = Instant::now();
     let all = parts.len() as u64 * n;
     let partitions = c.topic(topic)?.partitions();
-    let mut done_all = 0u64;
+    // Round the partitions: a step per partition at a time (a paced step,
+    // else a whole batch).
+    let step = match rate {
+        Some(r) => generator::pace_step(r, parts.len() as u32).min(batch as u64),
+        None => batch as u64,
+    };
+    let mut at = Vec::with_capacity(parts.len());
     for &p in parts {
-        let mut done = 0u64;
-        let mut position = generated(c, topic, p)?;
-        while done < n {
-            let take = (n - done).min(batch as u64);
-            let mut records = Vec::with_capacity(take as usize);
-            for i in 0..take {
-                let Some(stamp) = generator::stamp_at(partitions, p, position + i) else {
-                    anyhow::bail!("partition {p} is past the generator's stamp space");
-                };
-                let mut r = Vec::with_capacity(generator::RECORD_BYTES);
-                g.record(stamp, &mut r);
-                records.push(r);
+        at.push((p, generated(c, topic, p)?, 0u64));
+    }
+    let mut done_all = 0u64;
+    while done_all < all {
+        for (p, position, done) in at.iter_mut() {
+            if *done >= n {
+                continue;
             }
-            let expect = if position == 0 {
-                Vec::new()
-            } else {
-                position.to_be_bytes().to_vec()
-            };
-            let check = WriterCheck {
-                writer: GENERATOR_WRITER.into(),
-                expect,
-                position: (position + take).to_be_bytes().to_vec(),
-            };
-            match c.append(topic, p, records, Some(check)) {
-                Ok(_) => {}
-                // An earlier try of this very append landed (its answer was
-                // lost): the stored position says so.
-                Err(tablinum_client::Error::Conflict(_))
-                    if generated(c, topic, p)? == position + take => {}
-                Err(e) => {
-                    return Err(anyhow::Error::new(e).context(format!(
-                        "generating into partition {p} at record {position}"
-                    )))
-                }
-            }
-            position += take;
-            done += take;
+            let (p, take) = (*p, (n - *done).min(step));
+            append_generated(c, topic, partitions, p, *position, take, &g)?;
+            *position += take;
+            *done += take;
             done_all += take;
+            if let Some(r) = rate {
+                std::thread::sleep(generator::pace_due(done_all, r).saturating_sub(t0.elapsed()));
+            }
             if last_report.elapsed().as_secs() >= 1 {
                 last_report = Instant::now();
                 eprintln!(
@@ -396,6 +387,49 @@ fn generate(
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Appends the `take` generated records that follow `position` to
+/// partition `p`, exactly once (under the generator's writer position).
+fn append_generated(
+    c: &Client,
+    topic: &str,
+    partitions: u32,
+    p: u32,
+    position: u64,
+    take: u64,
+    g: &Generator,
+) -> anyhow::Result<()> {
+    let mut records = Vec::with_capacity(take as usize);
+    for i in 0..take {
+        let Some(stamp) = generator::stamp_at(partitions, p, position + i) else {
+            anyhow::bail!("partition {p} is past the generator's stamp space");
+        };
+        let mut r = Vec::with_capacity(generator::RECORD_BYTES);
+        g.record(stamp, &mut r);
+        records.push(r);
+    }
+    let expect = if position == 0 {
+        Vec::new()
+    } else {
+        position.to_be_bytes().to_vec()
+    };
+    let check = WriterCheck {
+        writer: GENERATOR_WRITER.into(),
+        expect,
+        position: (position + take).to_be_bytes().to_vec(),
+    };
+    match c.append(topic, p, records, Some(check)) {
+        Ok(_) => Ok(()),
+        // An earlier try of this very append landed (its answer was lost):
+        // the stored position says so.
+        Err(tablinum_client::Error::Conflict(_)) if generated(c, topic, p)? == position + take => {
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "generating into partition {p} at record {position}"
+        ))),
+    }
 }
 
 fn consume(c: &Client, a: ConsumeArgs) -> anyhow::Result<()> {
@@ -453,10 +487,11 @@ fn kafka_generate(
     n: u64,
     batch: usize,
     g: &Generator,
+    rate: Option<u64>,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let total =
-        c.block_on(async { tablinum_flow::kafka::generate(brokers, topic, n, batch, g) })?;
+        c.block_on(async { tablinum_flow::kafka::generate(brokers, topic, n, batch, g, rate) })?;
     out!(
         "generated {total} records into Kafka topic {topic} in {:.1} s",
         t0.elapsed().as_secs_f64()
@@ -472,6 +507,7 @@ fn kafka_generate(
     _: u64,
     _: usize,
     _: &Generator,
+    _: Option<u64>,
 ) -> anyhow::Result<()> {
     anyhow::bail!(
         "Kafka is not in this build: tablinum-cli was compiled without its `kafka` feature"

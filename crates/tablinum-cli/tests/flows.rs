@@ -105,7 +105,22 @@ topic = "mout"
     .unwrap();
     let flow = flow.to_str().unwrap();
     cli.ok(&["topic", "create", "mlogs", "--partitions", "2"]);
-    cli.ok(&["topic", "produce", "mlogs", "--generate", "1000"]);
+    // Paced: 2 × 1,000 records at 2,000 records/s take about a second.
+    let t0 = Instant::now();
+    cli.ok(&[
+        "topic",
+        "produce",
+        "mlogs",
+        "--generate",
+        "1000",
+        "--rate",
+        "2000",
+    ]);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        t0.elapsed()
+    );
     let r = run_to_idle(&cli, flow, "1500");
     assert_eq!(r.code, 0, "{}{}", r.out, r.err);
     assert!(

@@ -204,4 +204,88 @@ fn kafka_to_kafka_is_exactly_once_across_flow_and_broker_kills() {
         let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         assert!(n > 3_000, "{line}");
     }
+
+    // Latency, followed live: a flow with a tablinum sink cannot be
+    // followed (the reader reads Kafka only) and says why.
+    let r = cli.run(&["flow", "latency", &flow, "--expect", "10"], b"");
+    assert!(
+        r.code != 0 && r.err.contains("following latency reads Kafka sinks only"),
+        "{}",
+        r.err
+    );
+    // An all-Kafka flow: the follower starts first, then the flow, then a
+    // generator paced at 2,000 records/s; every record is measured.
+    rt.block_on(tablinum_flow::kafka::ensure_topic(
+        &brokers, "klat", 3, false,
+    ))
+    .unwrap();
+    let lat = dir.path().join("klat.toml");
+    let text = flow_text(&brokers)
+        .replace("ksplit", "klat")
+        .replace("klogs", "klat")
+        .replace(
+            "kind = \"topic\"\ntopic = \"klat.warning\"",
+            &format!("kind = \"kafka\"\nbrokers = \"{brokers}\"\ntopic = \"klat.warning\""),
+        );
+    std::fs::write(&lat, text).unwrap();
+    let lat = lat.to_str().unwrap().to_string();
+    // The sinks' topics exist once the flow ran (on no input).
+    cli.ok(&["flow", "run", &lat, "--until-idle-ms", "100"]);
+    let follower = cli
+        .cmd(&[
+            "flow",
+            "latency",
+            &lat,
+            "--expect",
+            "3000",
+            "--timeout-s",
+            "120",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut f = cli.spawn(&["flow", "run", &lat, "--until-idle-ms", "3000"], None);
+    let t0 = std::time::Instant::now();
+    let out = cli.ok(&[
+        "topic",
+        "produce",
+        "klat",
+        "--kafka",
+        &brokers,
+        "--generate",
+        "1000",
+        "--rate",
+        "2000",
+    ]);
+    assert!(out.contains("generated 3000 records"), "{out}");
+    // 3,000 records at 2,000/s: paced, not as fast as Kafka takes them.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1_300),
+        "{:?}",
+        t0.elapsed()
+    );
+    let got = follower.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        got.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("latency, source to visible: p50 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("over 3000 records"), "{line}");
+    let p99: u64 = line
+        .split("p99 ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // Commits every 200 ms; a minute would mean the reader waited on
+    // something other than the flow.
+    assert!(p99 < 60_000, "{line}");
+    assert!(f.wait().unwrap().success());
 }

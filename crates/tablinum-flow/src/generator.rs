@@ -137,6 +137,23 @@ pub fn stamp_at(partitions: u32, p: u32, offset: u64) -> Option<Stamp> {
     })
 }
 
+/// Steps per second of a generator paced at a rate (`topic produce
+/// --generate N --rate R`): each step writes [`pace_step`] records to every
+/// partition, so paced input arrives spread evenly over time and partitions.
+pub const PACE_STEPS_PER_S: u64 = 20;
+
+/// Records per partition in one step of a generator paced at `rate`
+/// records/s in total over `partitions` partitions (at least 1).
+pub fn pace_step(rate: u64, partitions: u32) -> u64 {
+    (rate / (u64::from(partitions.max(1)) * PACE_STEPS_PER_S)).max(1)
+}
+
+/// How long after its start a generator paced at `rate` records/s (> 0)
+/// may have written `done` records.
+pub fn pace_due(done: u64, rate: u64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(done as f64 / rate.max(1) as f64)
+}
+
 /// What a generated topic holds, as (window, records) pairs, from how many
 /// records each partition holds (`counts[p]`): what a validator expects.
 pub fn expected(counts: &[u64]) -> Vec<(u32, u32)> {
@@ -158,6 +175,15 @@ pub fn expected(counts: &[u64]) -> Vec<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_paced_generator_spreads_its_rate_over_partitions_and_steps() {
+        assert_eq!(super::pace_step(20_000, 8), 125);
+        assert_eq!(super::pace_step(10, 8), 1);
+        assert_eq!(super::pace_step(10, 0), 1);
+        assert_eq!(super::pace_due(5_000, 10_000).as_millis(), 500);
+        assert_eq!(super::pace_due(1, 0).as_millis(), 1000);
+    }
+
     use super::*;
     use crate::field::{extract, Path, Value};
     use crate::validate::Validator;

@@ -10,6 +10,7 @@
 //! Owns every call into rdkafka; blocking calls run in
 //! `tokio::task::block_in_place`. Never decides what a record becomes.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -22,6 +23,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::run::RunError;
+use crate::validate::Stamp;
 
 /// How long one Kafka call may take before the task fails, ms.
 pub const KAFKA_TIMEOUT_MS: u64 = 30_000;
@@ -225,6 +227,18 @@ pub fn read_partition(
     p: u32,
     out: &mut RecordSink<'_>,
 ) -> Result<(), RunError> {
+    read_messages(brokers, topic, p, &mut |m| {
+        out(m.offset(), m.key(), m.payload().unwrap_or_default())
+    })
+}
+
+/// [`read_partition`], handing over whole messages (with their timestamps).
+fn read_messages(
+    brokers: &str,
+    topic: &str,
+    p: u32,
+    out: &mut dyn FnMut(&rdkafka::message::BorrowedMessage<'_>),
+) -> Result<(), RunError> {
     let c = consumer(brokers, None)?;
     let (low, high) = blocking(|| c.fetch_watermarks(topic, p as i32, timeout()))
         .map_err(kerr(format!("watermarks of {topic}/{p}")))?;
@@ -242,7 +256,7 @@ pub fn read_partition(
         match c.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 idle = Instant::now();
-                out(m.offset(), m.key(), m.payload().unwrap_or_default());
+                out(&m);
                 if m.offset() + 1 >= high {
                     return Ok(());
                 }
@@ -266,6 +280,82 @@ pub fn read_partition(
             }
         }
     })
+}
+
+/// Follows every partition of `topics` (read_committed) from where each
+/// ends now until `expect` distinct stamped records became visible or
+/// `limit` passed; returns each stamp's first-visible unix ms. Fetches wait
+/// at most [`FOLLOW_FETCH_WAIT_MS`], which bounds the error of a time.
+pub fn follow_visible(
+    brokers: &str,
+    topics: &[String],
+    expect: u64,
+    limit: Duration,
+) -> Result<HashMap<Stamp, u64>, RunError> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", FOLLOW_FETCH_WAIT_MS.to_string())
+        .set("group.id", "tablinum-latency")
+        .create()
+        .map_err(kerr(format!("consumer of {brokers}")))?;
+    let mut tpl = TopicPartitionList::new();
+    for t in topics {
+        let n = partitions(brokers, t)?
+            .ok_or_else(|| RunError::Setup(format!("Kafka topic {t} does not exist")))?;
+        for p in 0..n as i32 {
+            let (_, high) = blocking(|| c.fetch_watermarks(t, p, timeout()))
+                .map_err(kerr(format!("watermarks of {t}/{p}")))?;
+            tpl.add_partition_offset(t, p, Offset::Offset(high))
+                .map_err(kerr("assign"))?;
+        }
+    }
+    c.assign(&tpl).map_err(kerr("assigning the sinks"))?;
+    let mut seen = HashMap::new();
+    let t0 = Instant::now();
+    blocking(|| {
+        while (seen.len() as u64) < expect && t0.elapsed() < limit {
+            match c.poll(Duration::from_millis(FOLLOW_FETCH_WAIT_MS)) {
+                Some(Ok(m)) => {
+                    if let Some(s) = crate::validate::stamp_of(m.payload().unwrap_or_default()) {
+                        seen.entry(s).or_insert_with(tablinum_proto::unix_ms);
+                    }
+                }
+                Some(Err(e)) => return Err(kerr("following the sinks")(e)),
+                None => {}
+            }
+        }
+        Ok(())
+    })?;
+    Ok(seen)
+}
+
+/// Longest wait of one fetch of [`follow_visible`], ms.
+pub const FOLLOW_FETCH_WAIT_MS: u64 = 10;
+
+/// For every stamped record of `topic` whose stamp `visible` holds: its
+/// visible time minus its create time (ms, 0 when the clock says
+/// otherwise).
+pub fn since_created(
+    brokers: &str,
+    topic: &str,
+    visible: &HashMap<Stamp, u64>,
+) -> Result<Vec<u64>, RunError> {
+    let n = partitions(brokers, topic)?
+        .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
+    let mut out = Vec::with_capacity(visible.len());
+    for p in 0..n {
+        read_messages(brokers, topic, p, &mut |m| {
+            let seen = crate::validate::stamp_of(m.payload().unwrap_or_default())
+                .and_then(|s| visible.get(&s));
+            if let (Some(&at), Some(created)) = (seen, m.timestamp().to_millis()) {
+                out.push(at.saturating_sub(u64::try_from(created).unwrap_or(0)));
+            }
+        })?;
+    }
+    Ok(out)
 }
 
 /// The position `writer` last committed in partition `p` of `positions`.
@@ -392,25 +482,62 @@ pub fn produce(
 
 /// Generates `n` more of the report's stamped records into every partition
 /// of `topic` (`partitions` of them), continuing after the last stamped
-/// record each partition holds, in transactions of at most `batch`.
+/// record each partition holds, in transactions of at most `batch` records.
+/// With a `rate` (records/s in total) records go out in paced steps across
+/// every partition (`generator::pace_step`) from an idempotent producer
+/// *without* transactions, so each is readable as soon as the broker has
+/// it and its create time is when it was produced (what latency is
+/// measured from; a transaction would hold it back until its commit).
+/// Without a rate, a partition's records go in transactions, one partition
+/// after another.
 pub fn generate(
     brokers: &str,
     topic: &str,
     n: u64,
     batch: usize,
     g: &crate::generator::Generator,
+    rate: Option<u64>,
 ) -> Result<u64, RunError> {
     let parts = partitions(brokers, topic)?
         .ok_or_else(|| RunError::Setup(format!("Kafka topic {topic} does not exist")))?;
-    let sink = KafkaSink::open(brokers, &format!("generator/{topic}"))?;
-    let mut total = 0;
+    let mut next = Vec::with_capacity(parts as usize);
     for p in 0..parts {
-        let mut next = generated_in(brokers, topic, parts, p)?;
-        let end = next + n;
-        while next < end {
-            let take = (end - next).min(batch.max(1) as u64);
-            let mut recs = Vec::with_capacity(take as usize);
-            for i in next..next + take {
+        let from = generated_in(brokers, topic, parts, p)?;
+        next.push((from, from + n));
+    }
+    let batch = batch.max(1) as u64;
+    let step = match rate {
+        Some(r) => crate::generator::pace_step(r, parts).min(batch),
+        None => batch,
+    };
+    let sink = match rate {
+        Some(_) => None,
+        None => Some(KafkaSink::open(brokers, &format!("generator/{topic}"))?),
+    };
+    let paced: Option<ThreadedProducer<DefaultProducerContext>> = match rate {
+        Some(_) => Some(
+            ClientConfig::new()
+                .set("bootstrap.servers", brokers)
+                .set("enable.idempotence", "true")
+                .set("linger.ms", "1")
+                .set("compression.type", "lz4")
+                .set("message.timeout.ms", KAFKA_TIMEOUT_MS.to_string())
+                .create()
+                .map_err(kerr(format!("producer for {brokers}")))?,
+        ),
+        None => None,
+    };
+    let t0 = Instant::now();
+    let mut total = 0;
+    loop {
+        let mut recs = Vec::new();
+        for (p, (next, end)) in next.iter_mut().enumerate() {
+            let p = p as u32;
+            if *next >= *end || (rate.is_none() && !recs.is_empty()) {
+                continue;
+            }
+            let take = (*end - *next).min(step);
+            for i in *next..*next + take {
                 let s = crate::generator::stamp_at(parts, p, i).ok_or_else(|| {
                     RunError::Setup(format!("partition {p} is past the generator's stamp space"))
                 })?;
@@ -418,12 +545,48 @@ pub fn generate(
                 g.record(s, &mut r);
                 recs.push((p, r));
             }
-            sink.commit(topic, &recs, None)?;
-            next += take;
-            total += take;
+            *next += take;
+        }
+        if recs.is_empty() {
+            if let Some(p) = &paced {
+                blocking(|| p.flush(timeout())).map_err(kerr(format!("flushing to {topic}")))?;
+            }
+            return Ok(total);
+        }
+        match (&sink, &paced) {
+            (Some(sink), _) => sink.commit(topic, &recs, None)?,
+            (None, Some(producer)) => blocking(|| send_all(producer, topic, &recs))?,
+            (None, None) => unreachable!("a generator has a sink or a paced producer"),
+        }
+        total += recs.len() as u64;
+        if let Some(r) = rate {
+            std::thread::sleep(crate::generator::pace_due(total, r).saturating_sub(t0.elapsed()));
         }
     }
-    Ok(total)
+}
+
+/// Sends `records` ((partition, value)) to `topic` without a transaction,
+/// waiting for room when the producer's queue is full.
+fn send_all(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    records: &[(u32, Vec<u8>)],
+) -> Result<(), RunError> {
+    for (q, v) in records {
+        let mut rec: BaseRecord<'_, str, [u8]> =
+            BaseRecord::to(topic).partition(*q as i32).payload(v);
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    rec = r;
+                    producer.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => return Err(kerr(format!("producing to {topic}"))(e)),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How many stamped records partition `p` holds: one past the index of the

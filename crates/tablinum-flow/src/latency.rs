@@ -1,11 +1,17 @@
-//! End-to-end latency of a flow between generated tablinum topics and
-//! tablinum topic sinks: for every record at a sink, the time its output
-//! append committed minus the time its input append was acknowledged, both
-//! read from the topics' append marks (docs/format.md, "Topics"); the input
-//! record is found from its validation stamp ([`source_of`]). Granularity:
-//! one append (a generator batch on the way in, a task's commit on the way
-//! out), so the figure includes the commit interval, as a reader of the
-//! sink sees it.
+//! End-to-end latency of a flow, two ways:
+//! - [`measure`], between a generated tablinum topic and tablinum topic
+//!   sinks, after the fact: for every record at a sink, the time its output
+//!   append committed minus the time its input append was acknowledged,
+//!   both read from the topics' append marks (docs/format.md, "Topics"); the
+//!   input record is found from its validation stamp ([`source_of`]).
+//!   Granularity: one append (a generator batch on the way in, a task's
+//!   commit on the way out), so the figure includes the commit interval, as
+//!   a reader of the sink sees it.
+//! - [`follow_kafka`], between a Kafka source and Kafka sinks, live: a
+//!   read_committed reader follows the sinks from now and notes when each
+//!   stamped record becomes visible; the input record's create time is its
+//!   Kafka timestamp. Whatever wrote the sinks (tablinum or another stream
+//!   processor) is measured the same way.
 //!
 //! Owns the mapping and the percentiles; never writes anything.
 
@@ -118,10 +124,16 @@ pub async fn measure(c: &AsyncClient, flow: &Flow) -> Result<Option<Latency>, Ru
         input.insert(p, marks(c, source, p).await?);
     }
     let mut samples = Vec::new();
-    for n in &flow.nodes {
-        let Kind::Sink(Sink::Topic(t)) = &n.kind else {
-            continue;
-        };
+    // Sinks that share a topic are read once.
+    let sinks: std::collections::BTreeSet<&String> = flow
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            Kind::Sink(Sink::Topic(t)) => Some(t),
+            _ => None,
+        })
+        .collect();
+    for t in sinks {
         let out_parts = c
             .topic(t)
             .await
@@ -147,6 +159,62 @@ pub async fn measure(c: &AsyncClient, flow: &Flow) -> Result<Option<Latency>, Ru
             .map_err(cluster(format!("reading topic {t}")))?;
         }
     }
+    Ok(Latency::of(&mut samples))
+}
+
+/// The latency from a Kafka source's create times to when each stamped
+/// record became visible at the flow's Kafka sinks (read_committed),
+/// following the sinks from now until `expect` records arrived or `limit`
+/// passed; none when no record could be measured. The flow must read one
+/// Kafka topic and write only Kafka sinks. Start it before the input is
+/// generated.
+#[cfg(feature = "kafka")]
+pub fn follow_kafka(
+    flow: &Flow,
+    expect: u64,
+    limit: std::time::Duration,
+) -> Result<Option<Latency>, RunError> {
+    let mut source = None;
+    let mut sinks = std::collections::BTreeSet::new();
+    let mut brokers_of_sinks = None;
+    for n in &flow.nodes {
+        match &n.kind {
+            Kind::Source(Source::Kafka { brokers, topic, .. }) if source.is_none() => {
+                source = Some((brokers, topic));
+            }
+            Kind::Source(_) => {
+                return Err(RunError::Setup(format!(
+                    "line {}: following latency needs exactly one source, a Kafka topic",
+                    n.line
+                )))
+            }
+            Kind::Sink(Sink::Kafka { brokers, topic }) => {
+                if brokers_of_sinks.is_some_and(|b| b != brokers) {
+                    return Err(RunError::Setup(format!(
+                        "line {}: following latency needs every sink on the same brokers",
+                        n.line
+                    )));
+                }
+                brokers_of_sinks = Some(brokers);
+                sinks.insert(topic.clone());
+            }
+            Kind::Sink(_) => {
+                return Err(RunError::Setup(format!(
+                    "line {}: following latency reads Kafka sinks only",
+                    n.line
+                )))
+            }
+            _ => {}
+        }
+    }
+    let (Some((src_brokers, src)), Some(brokers)) = (source, brokers_of_sinks) else {
+        return Err(RunError::Setup(
+            "following latency needs a Kafka source and at least one Kafka sink".into(),
+        ));
+    };
+    let sinks: Vec<String> = sinks.into_iter().collect();
+    let visible = crate::kafka::follow_visible(brokers, &sinks, expect, limit)?;
+    let mut samples = crate::kafka::since_created(src_brokers, src, &visible)?;
     Ok(Latency::of(&mut samples))
 }
 

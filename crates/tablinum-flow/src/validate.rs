@@ -42,7 +42,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Which window a record belongs to and its number in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Stamp {
     /// The generator's window.
     pub window: u32,
