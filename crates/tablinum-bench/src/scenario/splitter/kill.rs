@@ -27,6 +27,14 @@ use super::{RunRow, SplitKind, GENERATED_RECORD_BYTES, TARGET_RECOVERY_FRACTION}
 use crate::error::BenchError;
 use crate::scenario::framework::child::PROGRESS_LINE_S;
 
+/// The kill run's input, in throughput runs' worth: long enough that the
+/// rate before the kill is past the start and the failover shows whole
+/// (at 400,000 records the run ended about when the killed tasks resumed).
+pub const KILL_RECORDS_SCALE: u64 = 3;
+/// Tries of `flow drop` after `flow stop`.
+pub const DROP_TRIES: u32 = 10;
+/// Pause between them, ms (the workers' heartbeat is 500 ms).
+pub const DROP_RETRY_MS: u64 = 500;
 /// Between two samples of `/metrics`, ms (run.py's 0.25 s).
 pub const SAMPLE_MS: u64 = 250;
 /// The throughput window, seconds (run.py's 2 s).
@@ -168,7 +176,8 @@ pub fn e_kill(m: &Measure<'_>, row: &mut RunRow) -> Result<(), BenchError> {
             .tablinum(&["topic", "create", t, "--partitions", &parts]);
         m_one(m, c, "topic create", &format!("create-{t}"), &[0])?;
     }
-    let n = m.p.records_per_partition.to_string();
+    let per_partition = m.p.records_per_partition * KILL_RECORDS_SCALE;
+    let n = per_partition.to_string();
     let gen = m.ctx.tablinum(&[
         "topic",
         "produce",
@@ -179,7 +188,7 @@ pub fn e_kill(m: &Measure<'_>, row: &mut RunRow) -> Result<(), BenchError> {
         &SplitKind::Even.arg(),
     ]);
     m_one(m, gen, "generate", "generate", &[0])?;
-    let total = m.p.records() as f64;
+    let total = (per_partition * u64::from(m.p.partitions)) as f64;
     let f = FlowSpec::splitter(
         &name,
         m.p.partitions,
@@ -200,10 +209,16 @@ pub fn e_kill(m: &Measure<'_>, row: &mut RunRow) -> Result<(), BenchError> {
     let result = follow(m, &http, &name, total, &mut workers)
         .and_then(|d| m_validate(m, &file).map(|v| (d, v)));
     // Stop and drop whatever happened (best effort: the run's error wins).
-    for (verb, stem) in [("stop", "stop"), ("drop", "drop")] {
-        let c = m.ctx.tablinum(&["flow", verb, &name]);
-        if let Err(e) = m_one(m, c, &format!("flow {verb}"), stem, &[0]) {
-            eprintln!("{}: warning: {e}", m.label);
+    // A stopped flow can be dropped once its tasks have left their workers
+    // (a heartbeat or two): drop is tried a few times.
+    for (verb, stem, tries) in [("stop", "stop", 1), ("drop", "drop", DROP_TRIES)] {
+        for i in 1..=tries {
+            let c = m.ctx.tablinum(&["flow", verb, &name]);
+            match m_one(m, c, &format!("flow {verb}"), stem, &[0]) {
+                Ok(_) => break,
+                Err(_) if i < tries => std::thread::sleep(Duration::from_millis(DROP_RETRY_MS)),
+                Err(e) => eprintln!("{}: warning: {e}", m.label),
+            }
         }
     }
     let (detail, validation) = result?;
@@ -219,7 +234,7 @@ pub fn e_kill(m: &Measure<'_>, row: &mut RunRow) -> Result<(), BenchError> {
         .sum();
     set_cpu(row, "workers", Some(parse::cpu_percent(worker_ticks, wall)));
     drop(workers);
-    fill_throughput(row, m.p.records(), end_s, 0);
+    fill_throughput(row, total as u64, end_s, 0);
     row.bytes_per_sec = row.records_per_sec * GENERATED_RECORD_BYTES;
     row.bytes_basis = Some(format!(
         "records/s × {GENERATED_RECORD_BYTES} bytes (assumed)"

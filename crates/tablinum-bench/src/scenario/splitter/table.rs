@@ -22,10 +22,8 @@ use super::{
 };
 use crate::chart::{Line, Panel};
 use crate::scenario::framework::output::{thousands, ChartSpec};
-use crate::scenario::framework::stats::{Sample, Stat};
-use crate::scenario::framework::verdict::{
-    ratio_at_least, targets_markdown, Bound, Check, TargetCheck,
-};
+use crate::scenario::framework::stats::Stat;
+use crate::scenario::framework::verdict::{targets_markdown, Bound, Check, TargetCheck};
 
 /// The report's own Kafka → Kafka rows (Scribengin, at-least-once):
 /// `(setup, records/s)`.
@@ -259,12 +257,21 @@ pub fn targets(rows: &[RunRow]) -> Vec<TargetCheck> {
         if t.is_empty() || k.is_empty() {
             missing.push(format!("{} split", split.name()));
         } else {
-            checks.push(ratio_at_least(
-                format!("{}: b-tablinum / b-kafka-streams records/s", split.name()),
-                &Sample::of(&k),
-                &Sample::of(&t),
-                TARGET_PEER_RATIO_MIN,
-            ));
+            // The issue's bound as it stands: no 3σ allowance below 1.5×
+            // (with three noisy peer repeats the band would accept ~0.4×).
+            let (mt, mk) = (mean(&t).unwrap_or(0.0), mean(&k).unwrap_or(0.0));
+            checks.push(
+                Check::new(
+                    format!(
+                        "{}: mean b-tablinum / mean b-kafka-streams records/s",
+                        split.name()
+                    ),
+                    if mk > 0.0 { mt / mk } else { 0.0 },
+                    Bound::AtLeast,
+                    TARGET_PEER_RATIO_MIN,
+                )
+                .with_basis(format!("{} and {} repeats", t.len(), k.len())),
+            );
         }
     }
     out.push(TargetCheck::of(
@@ -451,7 +458,10 @@ fn cpu_table(cells: &[CellSummary]) -> String {
 /// Summary tables and verdicts (stdout and README.md).
 pub fn summary(body: &SplitterBody) -> String {
     format!(
-        "## Results (mean over repeats; a run counts only when exact)\n\n{}\n{}\n\
+        "## Results (mean over repeats; a run counts only when exact)\n\n{}\n\
+         p50/p99 are measured only by the latency cells, at a steady rate below \
+         capacity; a throughput row shows its variant's latency cell (not a \
+         latency under its backlog).\n\n{}\n\
          ## tablinum / Kafka Streams (Kafka → Kafka)\n\n{}\n## CPU per stage\n\n{}\n\
          ## Targets\n\n{}",
         results_table(&body.cells),
@@ -595,7 +605,7 @@ mod tests {
         );
         assert!(
             t[1].detail
-                .contains("even: b-tablinum / b-kafka-streams records/s = 3.000"),
+                .contains("even: mean b-tablinum / mean b-kafka-streams records/s = 3.000"),
             "{}",
             t[1].detail
         );
