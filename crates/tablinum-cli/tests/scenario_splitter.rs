@@ -37,6 +37,10 @@ fn scenario_splitter_runs_validates_and_writes_its_rows() {
     for f in ["README.md", "scenario.json", "scenario.png"] {
         assert!(out.join(f).is_file(), "{f} missing:\n{stderr}");
     }
+    // The broker's and the cluster's data are gone (no --keep-data).
+    for d in ["kafka", "cluster-data"] {
+        assert!(!out.join(d).exists(), "{d} left behind");
+    }
     let text = std::fs::read_to_string(out.join("scenario.json")).unwrap_or_else(|e| panic!("{e}"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["runs_failed"], 0, "{text}");

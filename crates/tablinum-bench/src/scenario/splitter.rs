@@ -163,7 +163,9 @@ pub struct SplitterArgs {
     /// b-tablinum-latency, b-kafka-streams-latency). Default: all.
     #[arg(long, value_delimiter = ',', value_parser = Variant::parse)]
     pub only: Vec<Variant>,
-    /// Keep the cluster's data directory (OUT/cluster-data).
+    /// Keep the data at the end: the cluster's (OUT/cluster-data), the
+    /// broker's (OUT/kafka) and the file sinks' (OUT/files); a full run
+    /// leaves ~9 GB. Default: removed once the results are written.
     #[arg(long)]
     pub keep_data: bool,
 }
@@ -669,7 +671,7 @@ pub fn run(args: &SplitterArgs, child: &ChildCommand) -> Result<SplitterReport, 
         keep_data: args.keep_data,
         ..ClusterArgs::default()
     };
-    with_cluster(&cluster_args, &out, &child.program, |cluster| {
+    let report = with_cluster(&cluster_args, &out, &child.program, |cluster| {
         let ctx = Ctx::for_cluster(&child.program, &out, cluster, p.timeout_s)?;
         let info = cluster.info();
         let mut s = Splitter::new(p, args.quick, ctx, info);
@@ -677,8 +679,25 @@ pub fn run(args: &SplitterArgs, child: &ChildCommand) -> Result<SplitterReport, 
         // Stops the broker (also on an early error).
         drop(s);
         r
-    })
+    });
+    if !args.keep_data {
+        for d in [KAFKA_DIR, FILES_DIR] {
+            let dir = out.join(d);
+            if dir.exists() {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    eprintln!("warning: cannot remove {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+    report
 }
+
+/// The broker's directory under `--out` (removed at the end unless
+/// `--keep-data`).
+pub const KAFKA_DIR: &str = "kafka";
+/// The file sinks' root under `--out` (likewise).
+pub const FILES_DIR: &str = "files";
 
 /// The started cluster's process id.
 pub fn cluster_pid(cluster: &ScenarioCluster) -> Option<u32> {

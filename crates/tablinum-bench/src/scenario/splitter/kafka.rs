@@ -126,7 +126,7 @@ impl KafkaBroker {
     /// in `OUT/kafka` (`kafka-broker.sh start`).
     pub fn start(ctx: &Ctx, timeout_s: f64) -> Result<KafkaBroker, BenchError> {
         let tools = write_tools(&ctx.out)?;
-        let dir = ctx.out.join("kafka");
+        let dir = ctx.out.join(super::KAFKA_DIR);
         let port = free_port_pair()?;
         eprintln!(
             "starting the Kafka broker on 127.0.0.1:{port} (`kafka-broker.sh start {}`; the \

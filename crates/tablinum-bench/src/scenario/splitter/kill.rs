@@ -147,7 +147,7 @@ fn worker(m: &Measure<'_>, id: &str) -> Result<Proc, BenchError> {
         id,
         &m.ctx.addr,
         &data.join("cluster.secret"),
-        &m.ctx.out.join("files"),
+        &m.ctx.out.join(super::FILES_DIR),
     );
     std::fs::write(&cfg, text).map_err(|e| BenchError::io(&cfg, "write", e))?;
     let mut c = m.ctx.tablinum(&["worker", "--config"]);

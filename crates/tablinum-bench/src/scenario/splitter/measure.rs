@@ -136,7 +136,7 @@ impl Measure<'_> {
         let mut c = self.ctx.tablinum(&["flow", "run"]);
         c.arg(file).args(["--until-idle-ms", &idle_ms.to_string()]);
         if root {
-            c.arg("--root").arg(self.ctx.out.join("files"));
+            c.arg("--root").arg(self.ctx.out.join(super::FILES_DIR));
         }
         c
     }
@@ -151,7 +151,7 @@ impl Measure<'_> {
         let mut c = self.ctx.tablinum(&["flow", "validate"]);
         c.arg(file);
         if root {
-            c.arg("--root").arg(self.ctx.out.join("files"));
+            c.arg("--root").arg(self.ctx.out.join(super::FILES_DIR));
         }
         if latency {
             c.arg("--latency");
