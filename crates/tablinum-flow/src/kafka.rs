@@ -181,18 +181,9 @@ impl KafkaSink {
                 if let Some(k) = key {
                     rec = rec.key(k);
                 }
-                loop {
-                    match self.producer.send(rec) {
-                        Ok(()) => break,
-                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                            rec = r;
-                            self.producer.poll(Duration::from_millis(1));
-                        }
-                        Err((e, _)) => {
-                            let _ = self.producer.abort_transaction(timeout());
-                            return Err(kerr(format!("producing to {t}"))(e));
-                        }
-                    }
+                if let Err(e) = send(&self.producer, rec) {
+                    let _ = self.producer.abort_transaction(timeout());
+                    return Err(kerr(format!("producing to {t}"))(e));
                 }
             }
             self.producer
@@ -203,6 +194,13 @@ impl KafkaSink {
 }
 
 fn consumer(brokers: &str, group: Option<&str>) -> Result<BaseConsumer, RunError> {
+    consumer_config(brokers, group)
+        .create()
+        .map_err(kerr(format!("consumer of {brokers}")))
+}
+
+/// A read_committed reader's configuration (of `group`, else a fixed one).
+fn consumer_config(brokers: &str, group: Option<&str>) -> ClientConfig {
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", brokers)
         .set("isolation.level", "read_committed")
@@ -213,7 +211,7 @@ fn consumer(brokers: &str, group: Option<&str>) -> Result<BaseConsumer, RunError
     // librdkafka assigns partitions only to a consumer with a group id;
     // readers that never commit use a fixed one.
     cfg.set("group.id", group.unwrap_or("tablinum-reader"));
-    cfg.create().map_err(kerr(format!("consumer of {brokers}")))
+    cfg
 }
 
 /// What [`read_partition`] hands each record to: (offset, key, payload).
@@ -292,13 +290,8 @@ pub fn follow_visible(
     expect: u64,
     limit: Duration,
 ) -> Result<HashMap<Stamp, u64>, RunError> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
+    let c: BaseConsumer = consumer_config(brokers, None)
         .set("fetch.wait.max.ms", FOLLOW_FETCH_WAIT_MS.to_string())
-        .set("group.id", "tablinum-latency")
         .create()
         .map_err(kerr(format!("consumer of {brokers}")))?;
     let mut tpl = TopicPartitionList::new();
@@ -573,20 +566,30 @@ fn send_all(
     records: &[(u32, Vec<u8>)],
 ) -> Result<(), RunError> {
     for (q, v) in records {
-        let mut rec: BaseRecord<'_, str, [u8]> =
-            BaseRecord::to(topic).partition(*q as i32).payload(v);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    rec = r;
-                    producer.poll(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(kerr(format!("producing to {topic}"))(e)),
-            }
-        }
+        send(
+            producer,
+            BaseRecord::to(topic).partition(*q as i32).payload(v),
+        )
+        .map_err(kerr(format!("producing to {topic}")))?;
     }
     Ok(())
+}
+
+/// Sends `rec`, waiting for room while the producer's queue is full.
+fn send(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    mut rec: BaseRecord<'_, str, [u8]>,
+) -> Result<(), KafkaError> {
+    loop {
+        match producer.send(rec) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                rec = r;
+                producer.poll(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
 }
 
 /// How many stamped records partition `p` holds: one past the index of the

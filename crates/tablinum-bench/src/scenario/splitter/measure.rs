@@ -334,36 +334,40 @@ impl Measure<'_> {
     pub fn b_tablinum(&self, input: &SharedInput, row: &mut RunRow) -> Result<(), BenchError> {
         let s = self.sequence;
         let prefix = format!("t{s}");
-        self.broker()?.create_topics(
-            &Self::level_topics(&prefix),
-            &self.dir()?,
-            self.p.timeout_s,
-            self.label,
-        )?;
-        let f = FlowSpec::splitter(
-            &format!("b{s}"),
-            self.p.partitions,
-            self.p.commit_interval_ms,
-            self.kafka_source(&input.topic, &format!("b{s}"))?,
-            self.kafka_sinks(&prefix)?,
-        );
-        let file = self.write(&f)?;
+        self.create_level_topics(&prefix)?;
+        let file = self.kafka_flow(&format!("b{s}"), &input.topic, &prefix)?;
         self.run_flow(&file, false, row)?;
         fill_validation(row, &self.validate(&file, false, false)?.0);
         Ok(())
     }
 
-    /// The flow file `flow validate` (and `flow latency`) reads the peer's
-    /// output `PREFIX.LEVEL` with.
-    fn peer_check_flow(&self, input: &str, prefix: &str) -> Result<PathBuf, BenchError> {
+    /// The file of a Kafka → Kafka splitter flow `name` (also its group)
+    /// reading `input` into `PREFIX.LEVEL`: what tablinum runs, and what
+    /// `flow validate` and `flow latency` read the peer's output with.
+    fn kafka_flow(&self, name: &str, input: &str, prefix: &str) -> Result<PathBuf, BenchError> {
         let f = FlowSpec::splitter(
-            &format!("{prefix}-check"),
+            name,
             self.p.partitions,
             self.p.commit_interval_ms,
-            self.kafka_source(input, &format!("{prefix}-check"))?,
+            self.kafka_source(input, name)?,
             self.kafka_sinks(prefix)?,
         );
         self.write(&f)
+    }
+
+    /// The flow file the peer's output `PREFIX.LEVEL` is checked with.
+    fn peer_check_flow(&self, input: &str, prefix: &str) -> Result<PathBuf, BenchError> {
+        self.kafka_flow(&format!("{prefix}-check"), input, prefix)
+    }
+
+    /// Kafka topics `PREFIX.LEVEL`.
+    fn create_level_topics(&self, prefix: &str) -> Result<(), BenchError> {
+        self.broker()?.create_topics(
+            &Self::level_topics(prefix),
+            &self.dir()?,
+            self.p.timeout_s,
+            self.label,
+        )
     }
 
     fn peer_topics(&self, prefix: &str) -> Result<(), BenchError> {
@@ -497,20 +501,8 @@ impl Measure<'_> {
             (self.peer_check_flow(&input, &prefix)?, prefix)
         } else {
             let prefix = format!("lt{s}");
-            self.broker()?.create_topics(
-                &Self::level_topics(&prefix),
-                &self.dir()?,
-                self.p.timeout_s,
-                self.label,
-            )?;
-            let f = FlowSpec::splitter(
-                &format!("bl{s}"),
-                self.p.partitions,
-                self.p.commit_interval_ms,
-                self.kafka_source(&input, &format!("bl{s}"))?,
-                self.kafka_sinks(&prefix)?,
-            );
-            (self.write(&f)?, prefix)
+            self.create_level_topics(&prefix)?;
+            (self.kafka_flow(&format!("bl{s}"), &input, &prefix)?, prefix)
         };
         let mut follow_cmd = self.ctx.tablinum(&["flow", "latency"]);
         follow_cmd
