@@ -138,7 +138,7 @@ impl AsyncClient {
             table: table.clone(),
             table_id: 0,
             partition: p,
-            records,
+            records: records.into_iter().map(bytes::Bytes::from).collect(),
             writer: w.writer,
             writer_expect: w.expect,
             writer_position: w.position,

@@ -56,5 +56,5 @@ pub use options::{
 };
 pub use store::{
     Batch, Head, HeadIter, Health, IndexHit, JournalCompaction, ObjectIter, PutOptions,
-    ReadOnlyStore, ReadStats, Shared, SharedOptions, Snapshot, Stats, Store, VerifyReport,
+    ReadOnlyStore, ReadStats, Shared, SharedOptions, Snapshot, Stats, Store, Unacked, VerifyReport,
 };

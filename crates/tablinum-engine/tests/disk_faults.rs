@@ -255,3 +255,33 @@ fn a_slow_sync_shows_as_io_in_flight_without_blocking_the_file_list() {
     w.join().unwrap().unwrap();
     assert_eq!(s.health().1, Duration::ZERO);
 }
+
+/// Writes applied before a failed fsync but not yet acknowledged (an
+/// appender that released its lock before the fsync) all fail: none is
+/// acknowledged, none is served, and none is there after a reopen.
+#[test]
+fn unacked_writes_behind_a_failed_fsync_all_fail_and_vanish() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(FaultSwitch::new());
+    let s = Store::open(dir.path(), opts(&faults)).unwrap();
+    s.put(b"k", b"durable").unwrap();
+    let mut a = tablinum_engine::Batch::new();
+    a.put(b"a", &big("first"));
+    let mut b = tablinum_engine::Batch::new();
+    b.put(b"b", &big("second"));
+    let wa = s.write_unacked(&a).unwrap();
+    let wb = s.write_unacked(&b).unwrap();
+    faults.fail_syncs(1, true);
+    assert!(s.acknowledge(wa).is_err(), "its fsync failed");
+    assert!(
+        s.acknowledge(wb).is_err(),
+        "a poisoned store never leads another fsync for a later write"
+    );
+    assert!(s.get(b"a").is_err() && s.get(b"b").is_err());
+    assert!(s.write_unacked(&a).is_err(), "no write after poison");
+    drop(s);
+    let s = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(s.get(b"k").unwrap().as_deref(), Some(&b"durable"[..]));
+    assert_eq!(s.get(b"a").unwrap(), None);
+    assert_eq!(s.get(b"b").unwrap(), None);
+}

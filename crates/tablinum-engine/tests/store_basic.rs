@@ -1146,3 +1146,40 @@ fn deleted_segments_are_recycled_as_write_segments_and_read_back_after_reopen() 
         assert_eq!(s.get(k.as_bytes()).unwrap(), Some(val(i, 3000)), "{k}");
     }
 }
+
+/// Two writes applied one after the other without waiting for durability
+/// (an appender releasing its lock before the fsync) share one group
+/// commit, and both are readable and acknowledged afterwards.
+#[test]
+fn unacked_writes_share_one_fsync_and_are_acknowledged_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(
+        dir.path(),
+        Options {
+            durability: Durability::Sync,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let syncs = s.stats().journal_syncs;
+    let mut a = Batch::new();
+    a.put(b"a", &val(1, 3000));
+    let mut b = Batch::new();
+    b.put(b"b", &val(2, 3000));
+    let wa = s.write_unacked(&a).unwrap();
+    let wb = s.write_unacked(&b).unwrap();
+    let sb = s.acknowledge(wb).unwrap();
+    let sa = s.acknowledge(wa).unwrap();
+    assert!(sa < sb, "sequence numbers follow the apply order");
+    assert_eq!(
+        s.stats().journal_syncs - syncs,
+        1,
+        "the second acknowledgement's fsync covered the first write"
+    );
+    assert_eq!(s.get(b"a").unwrap(), Some(val(1, 3000)));
+    assert_eq!(s.get(b"b").unwrap(), Some(val(2, 3000)));
+    s.close().unwrap();
+    drop(s);
+    let s = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(s.get(b"b").unwrap(), Some(val(2, 3000)));
+}

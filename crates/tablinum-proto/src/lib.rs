@@ -12,6 +12,7 @@ pub mod v1 {
     tonic::include_proto!("tablinum.v1");
 }
 
+pub mod codec;
 pub mod topic;
 
 /// Longest table name, bytes.

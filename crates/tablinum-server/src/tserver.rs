@@ -64,8 +64,9 @@ pub struct Tablet {
     /// Rows read from it here (gets, heads, scan rows).
     pub rows_read: Arc<AtomicU64>,
     /// A topic partition's head, once read (appends hold this lock from
-    /// reading the head to their batch being durable, so offsets are
-    /// assigned in order; `None`: read it from the store first).
+    /// reading the head to their batch being applied, so offsets are
+    /// assigned in order, and wait for the fsync after releasing it;
+    /// `None`: read it from the store first).
     pub topic_head: tokio::sync::Mutex<Option<topic::Head>>,
 }
 
@@ -1610,7 +1611,7 @@ impl TabletRpc for TserverService {
             ))));
         }
         // One append per partition at a time, from reading the head to the
-        // batch being durable: offsets are assigned densely and in order.
+        // batch being applied: offsets are assigned densely and in order.
         let mut head = tablet.topic_head.lock().await;
         let current = match *head {
             Some(h) => h,
@@ -1645,7 +1646,7 @@ impl TabletRpc for TserverService {
         };
         let mut batch = Batch::new();
         for (i, r) in req.records.iter().enumerate() {
-            batch.put(&topic::record_key(p, current.next + i as u64), r);
+            batch.put_shared(&topic::record_key(p, current.next + i as u64), r.clone());
         }
         batch.put(&topic::head_key(p), &next.encode());
         if n > 0 {
@@ -1671,14 +1672,24 @@ impl TabletRpc for TserverService {
                 ))));
             }
         }
-        match blocking(|| tablet.store.write(&batch)) {
-            Ok(_) => *head = Some(next),
+        let unacked = match blocking(|| tablet.store.write_unacked(&batch)) {
+            Ok(w) => {
+                *head = Some(next);
+                w
+            }
             Err(e) => {
                 // Applied or not is unknown here: read the head again next time.
                 *head = None;
                 return Err(ts.fenced(&tablet, e));
             }
-        }
+        };
+        // The offsets are taken: the next append to this partition may go
+        // on while this one waits for its fsync, and share it (readers wait
+        // for durability before they see these records). A failed fsync
+        // poisons the store, which fails every later append, and the tablet
+        // is reopened from durable state with its head read again.
+        drop(head);
+        blocking(|| tablet.store.acknowledge(unacked)).map_err(|e| ts.fenced(&tablet, e))?;
         ts.metrics.rows_written.fetch_add(n, Ordering::Relaxed);
         tablet.rows_written.fetch_add(n, Ordering::Relaxed);
         Ok(Response::new(v1::AppendResponse {

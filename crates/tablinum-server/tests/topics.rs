@@ -237,7 +237,7 @@ fn bad_topic_input_is_refused_and_changes_nothing() {
     let e =
         c.rt.block_on(raw.append(tablinum_proto::v1::AppendRequest {
             table: "plain".into(),
-            records: vec![b"x".to_vec()],
+            records: vec![b"x".to_vec().into()],
             ..Default::default()
         }))
         .unwrap_err();
@@ -262,7 +262,7 @@ fn outsiders_and_read_tokens_cannot_append() {
         .unwrap();
     let req = tablinum_proto::v1::AppendRequest {
         table: "topic.guarded".into(),
-        records: vec![b"forged".to_vec()],
+        records: vec![b"forged".to_vec().into()],
         ..Default::default()
     };
     for (who, cred, code) in [

@@ -314,13 +314,15 @@ pub fn decode_terms(buf: &[u8]) -> Option<Vec<IndexTerm>> {
     Some(out)
 }
 
+/// Values shorter than this are never compressed, bytes.
+pub const COMPRESS_MIN_BYTES: usize = 128;
+
 /// Returns the value in stored form and its flag: lz4 when that saves at
 /// least 1/8 of the bytes. A 512-byte sample from the start and the middle is
 /// tried first so incompressible values cost almost nothing.
 pub fn compress_value(value: &[u8], enabled: bool) -> (Cow<'_, [u8]>, u8) {
     const SAMPLE_BYTES: usize = 512;
-    const MIN_BYTES: usize = 128;
-    if !enabled || value.len() < MIN_BYTES {
+    if !enabled || value.len() < COMPRESS_MIN_BYTES {
         return (Cow::Borrowed(value), 0);
     }
     if value.len() > 4 * SAMPLE_BYTES {
@@ -336,6 +338,54 @@ pub fn compress_value(value: &[u8], enabled: bool) -> (Cow<'_, [u8]>, u8) {
         (Cow::Owned(c), FLAG_LZ4)
     } else {
         (Cow::Borrowed(value), 0)
+    }
+}
+
+/// Values in a row lz4 did not shrink by 1/8 after which [`CompressGate`]
+/// stops trying every value.
+pub const COMPRESS_MISSES_MAX: u32 = 32;
+/// Once past [`COMPRESS_MISSES_MAX`], one value in this many is still tried
+/// (a success resumes trying every value).
+pub const COMPRESS_PROBE_EVERY: u32 = 64;
+
+/// Skips lz4 for a store's values while they keep not compressing: every
+/// value of [`COMPRESS_MIN_BYTES`] or more costs a whole lz4 pass when it
+/// is shorter than the sampling threshold, and a stream of small
+/// incompressible values (generated or encrypted records) paid that pass
+/// for nothing. After [`COMPRESS_MISSES_MAX`] misses in a row, only one
+/// value in [`COMPRESS_PROBE_EVERY`] is tried until one compresses again.
+/// A value stored uncompressed is read back like any other (its flag says
+/// so): the gate changes cost and size, never content.
+#[derive(Debug, Default)]
+pub struct CompressGate {
+    misses: std::sync::atomic::AtomicU32,
+    skipped: std::sync::atomic::AtomicU32,
+}
+
+impl CompressGate {
+    /// [`compress_value`] unless the recent values said it is not worth it.
+    pub fn compress<'a>(&self, value: &'a [u8], enabled: bool) -> (Cow<'a, [u8]>, u8) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !enabled || value.len() < COMPRESS_MIN_BYTES {
+            return (Cow::Borrowed(value), 0);
+        }
+        if self.misses.load(Relaxed) >= COMPRESS_MISSES_MAX
+            && !self
+                .skipped
+                .fetch_add(1, Relaxed)
+                .is_multiple_of(COMPRESS_PROBE_EVERY)
+        {
+            return (Cow::Borrowed(value), 0);
+        }
+        let (stored, flag) = compress_value(value, true);
+        if flag == 0 {
+            let _ = self
+                .misses
+                .fetch_update(Relaxed, Relaxed, |m| Some(m.saturating_add(1)));
+        } else {
+            self.misses.store(0, Relaxed);
+        }
+        (stored, flag)
     }
 }
 
@@ -357,6 +407,41 @@ pub fn value_of(rec: &Record<'_>) -> Result<Vec<u8>, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_backs_off_from_incompressible_values_and_resumes_on_success() {
+        let gate = CompressGate::default();
+        // Incompressible: a pseudo-random byte string.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let noise: Vec<u8> = (0..900)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let text = b"level=INFO message=the same words again ".repeat(20);
+        for _ in 0..COMPRESS_MISSES_MAX {
+            assert_eq!(gate.compress(&noise, true).1, 0);
+        }
+        // Backing off: most compressible values are now stored as they
+        // are, but one in COMPRESS_PROBE_EVERY is tried and resets it.
+        let mut tried = None;
+        for i in 0..COMPRESS_PROBE_EVERY {
+            if gate.compress(&text, true).1 == FLAG_LZ4 {
+                tried = Some(i);
+                break;
+            }
+        }
+        assert!(tried.is_some(), "a probe ran within COMPRESS_PROBE_EVERY values");
+        for _ in 0..10 {
+            assert_eq!(gate.compress(&text, true).1, FLAG_LZ4, "every value tried again");
+        }
+        // Disabled and short values are never compressed.
+        assert_eq!(gate.compress(&text, false).1, 0);
+        assert_eq!(gate.compress(&text[..COMPRESS_MIN_BYTES - 1], true).1, 0);
+    }
 
     fn parts<'a>(key: &'a [u8], val: &'a [u8], terms: &'a [u8]) -> RecordParts<'a> {
         RecordParts {

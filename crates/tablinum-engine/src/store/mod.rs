@@ -69,6 +69,7 @@ pub use read::{HeadIter, ObjectIter};
 pub use read_only::ReadOnlyStore;
 use shared::{Jobs, Pool};
 pub use shared::{Shared, SharedOptions, WORKER_THREADS_MAX};
+pub use write::Unacked;
 
 const JOURNAL_DIR: &str = "journal";
 const LEDGER_DIR: &str = "ledger";
@@ -109,7 +110,9 @@ pub struct PutOptions {
 enum BatchOp {
     Put {
         key: Vec<u8>,
-        value: Vec<u8>,
+        /// Shared, not copied, when the caller already holds it as `Bytes`
+        /// (a record decoded from a request).
+        value: bytes::Bytes,
         opts: PutOptions,
     },
     Delete {
@@ -159,8 +162,18 @@ impl Batch {
     pub fn put_with(&mut self, key: &[u8], value: &[u8], opts: PutOptions) -> &mut Self {
         self.ops.push(BatchOp::Put {
             key: key.to_vec(),
-            value: value.to_vec(),
+            value: bytes::Bytes::copy_from_slice(value),
             opts,
+        });
+        self
+    }
+    /// Adds a put whose value is shared with the caller rather than copied
+    /// (a record decoded from a request into `Bytes`).
+    pub fn put_shared(&mut self, key: &[u8], value: bytes::Bytes) -> &mut Self {
+        self.ops.push(BatchOp::Put {
+            key: key.to_vec(),
+            value,
+            opts: PutOptions::default(),
         });
         self
     }
@@ -440,6 +453,8 @@ struct Inner {
     bg_error: Mutex<Option<String>>,
     has_index: AtomicBool,
     counters: Counters,
+    /// Whether recent values compressed (lz4 is skipped while they do not).
+    compress_gate: crate::journal::record::CompressGate,
     /// (frozen memtable id, highest sequence number written before it was
     /// frozen): what `persisted_seq` becomes once it is flushed.
     seals: Mutex<Vec<(u64, u64)>>,
@@ -593,6 +608,25 @@ impl Store {
     pub fn write(&self, batch: &Batch) -> Result<u64> {
         let ops: Vec<OpRef<'_>> = batch.ops.iter().map(BatchOp::as_ref).collect();
         self.inner.write_ops(&ops)
+    }
+
+    /// Applies every operation of `batch` atomically, like [`Store::write`],
+    /// but returns before the write is durable: the caller may release its
+    /// own locks while the fsync runs, so that writers serialised by them
+    /// still share one group commit. Readers that find these writes wait
+    /// for their durability first. The write counts as acknowledged only
+    /// once [`Store::acknowledge`] returns `Ok`.
+    pub fn write_unacked(&self, batch: &Batch) -> Result<Unacked> {
+        let ops: Vec<OpRef<'_>> = batch.ops.iter().map(BatchOp::as_ref).collect();
+        self.inner.write_ops_unacked(&ops)
+    }
+
+    /// Waits until a [`Store::write_unacked`] write is durable (under
+    /// `Durability::Sync`) and checks no newer owner fenced the store;
+    /// returns its last sequence number. An error means its outcome is
+    /// unknown, as for [`Store::write`].
+    pub fn acknowledge(&self, w: Unacked) -> Result<u64> {
+        self.inner.acknowledge(w)
     }
 
     fn view(&self) -> View<'_> {
@@ -1042,6 +1076,25 @@ impl Inner {
 }
 
 impl Snapshot {
+    /// Applies every operation of `batch` atomically, like [`Store::write`],
+    /// but returns before the write is durable: the caller may release its
+    /// own locks while the fsync runs, so that writers serialised by them
+    /// still share one group commit. Readers that find these writes wait
+    /// for their durability first. The write counts as acknowledged only
+    /// once [`Store::acknowledge`] returns `Ok`.
+    pub fn write_unacked(&self, batch: &Batch) -> Result<Unacked> {
+        let ops: Vec<OpRef<'_>> = batch.ops.iter().map(BatchOp::as_ref).collect();
+        self.inner.write_ops_unacked(&ops)
+    }
+
+    /// Waits until a [`Store::write_unacked`] write is durable (under
+    /// `Durability::Sync`) and checks no newer owner fenced the store;
+    /// returns its last sequence number. An error means its outcome is
+    /// unknown, as for [`Store::write`].
+    pub fn acknowledge(&self, w: Unacked) -> Result<u64> {
+        self.inner.acknowledge(w)
+    }
+
     fn view(&self) -> View<'_> {
         View {
             files: &self.inner.files,

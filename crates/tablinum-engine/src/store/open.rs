@@ -318,6 +318,7 @@ impl Store {
             bg_error: Mutex::new(None),
             has_index: AtomicBool::new(has_index),
             counters: Counters::default(),
+            compress_gate: Default::default(),
             seals: Mutex::new(Vec::new()),
             compact_lock: Mutex::new(()),
             opts,

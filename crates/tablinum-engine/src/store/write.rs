@@ -145,6 +145,17 @@ pub(super) fn validate_put(key: &[u8], value: &[u8], opts: &PutOptions) -> Resul
     Ok(())
 }
 
+/// A write appended to the journal and applied to the memtable but not yet
+/// acknowledged: its records may still be lost to a crash until
+/// [`crate::Store::acknowledge`] returns `Ok`.
+#[must_use = "a write is acknowledged only by Store::acknowledge"]
+#[derive(Debug)]
+pub struct Unacked {
+    last_seq: u64,
+    /// The journal's written total once this write was appended.
+    end: u64,
+}
+
 /// A write decoded from the journal or prepared by a caller, ready to apply.
 pub(super) struct Applied<'a> {
     pub(super) kind: u8,
@@ -443,8 +454,21 @@ impl Inner {
     }
 
     pub(super) fn write_ops(&self, ops: &[OpRef<'_>]) -> Result<u64> {
+        let w = self.write_ops_unacked(ops)?;
+        self.acknowledge(w)
+    }
+
+    /// The first half of [`Inner::write_ops`]: validates, appends to the
+    /// journal and applies to the memtable, without waiting for the fsync.
+    /// Readers that find these writes wait for their durability themselves
+    /// (`wait_durable`); the caller acknowledges through `acknowledge`.
+    pub(super) fn write_ops_unacked(&self, ops: &[OpRef<'_>]) -> Result<Unacked> {
         if self.fence.as_ref().is_some_and(Fence::is_fenced) {
-            return self.check_fence().map(|()| 0);
+            self.check_fence()?;
+            return Ok(Unacked {
+                last_seq: 0,
+                end: 0,
+            });
         }
         if ops.is_empty() {
             return Err(Error::invalid("batch", "no operations"));
@@ -480,7 +504,9 @@ impl Inner {
             .iter()
             .map(|op| match *op {
                 OpRef::Put { key, value, opts } => {
-                    let (stored, flag) = record::compress_value(value, self.opts.value_compression);
+                    let (stored, flag) = self
+                        .compress_gate
+                        .compress(value, self.opts.value_compression);
                     Prepared {
                         kind: KIND_PUT,
                         key,
@@ -641,6 +667,14 @@ impl Inner {
             }
             (w.next_seq - 1, w.written_total)
         };
+        Ok(Unacked { last_seq, end })
+    }
+
+    /// The second half of [`Inner::write_ops`]: waits until the write is
+    /// durable under the store's durability (joining or leading a group
+    /// commit), then checks that no newer owner fenced the store since.
+    pub(super) fn acknowledge(&self, w: Unacked) -> Result<u64> {
+        let Unacked { last_seq, end } = w;
         if self.opts.durability == Durability::Sync {
             self.group_sync(end)
                 .map_err(|e| Error::WriteOutcomeUnknown(Box::new(e)))?;
