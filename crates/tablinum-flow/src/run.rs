@@ -17,7 +17,7 @@
 //! definition (see [`crate::definition`]) or decides what an operator does
 //! (see [`crate::ops`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io::Write as _;
 use std::ops::ControlFlow;
@@ -39,6 +39,10 @@ use crate::validate::split_tail;
 pub const READ_RECORDS_DEFAULT: u64 = 5_000;
 /// Bytes a task buffers for its sinks before it commits early.
 pub const BUFFER_BYTES_MAX: usize = 32 << 20;
+/// Bytes of input a task reads ahead while a commit is in flight (from a
+/// tablinum topic; a Kafka source reads through a blocking client and does
+/// not read ahead).
+pub const READ_AHEAD_BYTES_MAX: usize = 16 << 20;
 /// How long a task at the end of its partition waits before reading again.
 pub const POLL_MS_DEFAULT: u64 = 50;
 
@@ -1020,11 +1024,17 @@ impl Task {
     async fn run(&mut self) -> Result<(), RunError> {
         let interval = Duration::from_millis(self.ctx.flow.commit_interval_ms);
         let mut idle_since: Option<Instant> = None;
+        // Input read while the last commit was in flight, in order, from
+        // `self.next` on (dropped, never committed, if the task stops).
+        let mut ahead: VecDeque<Vec<tablinum_client::topic::Record>> = VecDeque::new();
         loop {
             if self.ctx.stop.load(Ordering::Relaxed) || self.ctl.stop.load(Ordering::Relaxed) {
                 return self.commit().await;
             }
-            let got = self.read().await?;
+            let got = match ahead.pop_front() {
+                Some(got) => got,
+                None => self.read().await?,
+            };
             if got.is_empty() {
                 if self.dirty() {
                     self.commit().await?;
@@ -1060,33 +1070,70 @@ impl Task {
             }
             let buffered: usize = self.sinks.iter().map(SinkTask::buffered).sum();
             if self.last_commit.elapsed() >= interval || buffered >= BUFFER_BYTES_MAX {
-                self.commit().await?;
+                self.commit_reading_ahead(&mut ahead).await?;
             }
         }
     }
 
+    /// Commits, and meanwhile reads on from the end of `ahead` (or
+    /// `self.next`) into `ahead`, up to [`READ_AHEAD_BYTES_MAX`] in all: the
+    /// next batch is read while the sinks wait for their fsyncs, so a task
+    /// does not alternate between reading and waiting. Only the commit
+    /// changes any sink or position; the records read ahead are routed
+    /// after it, in order.
+    async fn commit_reading_ahead(
+        &mut self,
+        ahead: &mut VecDeque<Vec<tablinum_client::topic::Record>>,
+    ) -> Result<(), RunError> {
+        let Reader::Topic(topic) = &self.reader else {
+            return self.commit().await;
+        };
+        let (ctx, topic, p) = (self.ctx.clone(), topic.clone(), self.p);
+        let mut from = ahead
+            .back()
+            .and_then(|b| b.last())
+            .map_or(self.next, |r| r.offset + 1);
+        let mut bytes: usize = ahead.iter().flatten().map(|r| r.value.len()).sum();
+        let commit = self.commit();
+        tokio::pin!(commit);
+        let mut committed = false;
+        while bytes < READ_AHEAD_BYTES_MAX {
+            let read = read_topic_batch(&ctx, &topic, p, from);
+            tokio::pin!(read);
+            let got = if committed {
+                (&mut read).await?
+            } else {
+                tokio::select! {
+                    r = &mut commit => {
+                        r?;
+                        committed = true;
+                        // Finish the read in flight rather than waste it.
+                        (&mut read).await?
+                    }
+                    got = &mut read => got?,
+                }
+            };
+            let Some(last) = got.last() else { break };
+            from = last.offset + 1;
+            bytes += got.iter().map(|r| r.value.len()).sum::<usize>();
+            ahead.push_back(got);
+            if committed {
+                break;
+            }
+        }
+        if !committed {
+            commit.await?;
+        }
+        Ok(())
+    }
+
     /// The next records of this task's partition (none: at its end).
     async fn read(&mut self) -> Result<Vec<tablinum_client::topic::Record>, RunError> {
-        let max = self.ctx.opts.read_records;
         match &mut self.reader {
-            Reader::Topic(topic) => {
-                let mut got = Vec::new();
-                self.ctx
-                    .c
-                    .read_topic(topic, self.p, self.next, max, &mut |r| {
-                        got.push(r);
-                        ControlFlow::Continue(())
-                    })
-                    .await
-                    .map_err(cluster(format!(
-                        "reading topic {topic} partition {}",
-                        self.p
-                    )))?;
-                Ok(got)
-            }
+            Reader::Topic(topic) => read_topic_batch(&self.ctx, topic, self.p, self.next).await,
             #[cfg(feature = "kafka")]
             Reader::Kafka(k) => Ok(k
-                .read(self.next, max, self.ctx.opts.poll)?
+                .read(self.next, self.ctx.opts.read_records, self.ctx.opts.poll)?
                 .into_iter()
                 .map(|(offset, value)| tablinum_client::topic::Record { offset, value })
                 .collect()),
@@ -1346,6 +1393,25 @@ impl Task {
         self.last_commit = Instant::now();
         Ok(())
     }
+}
+
+/// The records of topic partition `p` from offset `from`, at most
+/// `ctx.opts.read_records` of them (none: at its end).
+async fn read_topic_batch(
+    ctx: &Ctx,
+    topic: &str,
+    p: u32,
+    from: u64,
+) -> Result<Vec<tablinum_client::topic::Record>, RunError> {
+    let mut got = Vec::new();
+    ctx.c
+        .read_topic(topic, p, from, ctx.opts.read_records, &mut |r| {
+            got.push(r);
+            ControlFlow::Continue(())
+        })
+        .await
+        .map_err(cluster(format!("reading topic {topic} partition {p}")))?;
+    Ok(got)
 }
 
 /// Commits one sink's buffer with input position `to`; returns the
