@@ -28,6 +28,11 @@ macro_rules! out {
 
 /// Where file sinks write, by default (under `tablinum up`'s data directory).
 pub const ROOT_DEFAULT: &str = "tablinum-data/files";
+/// How long `flow drop` waits for a stopped flow's tasks to leave their
+/// workers (a heartbeat or two), ms.
+pub const DROP_WAIT_MS: u64 = 15_000;
+/// Between two tries of the drop, ms.
+pub const DROP_RETRY_MS: u64 = 250;
 
 /// `tablinum flow ...`.
 #[derive(Debug, Subcommand)]
@@ -61,7 +66,8 @@ pub enum FlowCommand {
         /// The flow's name.
         name: String,
     },
-    /// Forget a stopped flow (its topics, tables and files stay).
+    /// Forget a stopped flow (its topics, tables and files stay), waiting up
+    /// to 15 s for its tasks' last commits.
     Drop {
         /// The flow's name.
         name: String,
@@ -256,7 +262,27 @@ pub fn run(s: &mut Session, cmd: FlowCommand) -> anyhow::Result<bool> {
         }
         FlowCommand::Drop { name } => {
             let c = s.client()?;
-            c.block_on(c.as_async().drop_flow(&name))?;
+            // A flow just stopped still has tasks committing on their
+            // workers for a heartbeat or two: wait for them, bounded.
+            let deadline = Instant::now() + Duration::from_millis(DROP_WAIT_MS);
+            let mut said = false;
+            loop {
+                match c.block_on(c.as_async().drop_flow(&name)) {
+                    Err(tablinum_client::Error::Conflict(m))
+                        if m.contains("still has tasks") && Instant::now() < deadline =>
+                    {
+                        if !said {
+                            eprintln!("flow {name}: waiting for its tasks to finish their last commits (up to {} s)", DROP_WAIT_MS / 1000);
+                            said = true;
+                        }
+                        std::thread::sleep(Duration::from_millis(DROP_RETRY_MS));
+                    }
+                    r => {
+                        r?;
+                        break;
+                    }
+                }
+            }
             out!("flow {name} dropped: its outputs stay");
         }
         FlowCommand::List => {

@@ -10,8 +10,12 @@
 //! the manager keeps working until that instant, then stops every task
 //! without committing — the manager gives them to other workers only a full
 //! heartbeat timeout after the last heartbeat it received, which is later.
-//! A task that fails starts again at the next heartbeat that still lists
-//! it, from its committed positions.
+//! A task that fails starts again from its committed positions once the
+//! manager still lists it and its backoff has passed: [`RESTART_BACKOFF_MS_MIN`]
+//! after the first failure, doubling with every failure in a row up to
+//! [`RESTART_BACKOFF_MS_MAX`] (a task that ran that long before failing
+//! starts counting again). A flow whose definition cannot be prepared is
+//! retried on the same schedule.
 //!
 //! Owns the worker loop; never decides which worker runs what (the
 //! manager's `flows` module does) or what a task does ([`crate::run`]).
@@ -39,6 +43,57 @@ pub const STOP_WAIT_MS: u64 = 10_000;
 /// server that does not answer must not delay the heartbeat (and so the
 /// lease) of every task.
 pub const LAG_LOOKUP_BUDGET_MS: u64 = 100;
+
+/// Wait before restarting a task after its first failure in a row, ms.
+pub const RESTART_BACKOFF_MS_MIN: u64 = 500;
+/// Longest wait before restarting a failing task, ms.
+pub const RESTART_BACKOFF_MS_MAX: u64 = 30_000;
+
+/// Failures in a row of one task (or of preparing one flow) and when it may
+/// be tried again.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    failures: u32,
+    not_before: Instant,
+}
+
+impl Backoff {
+    /// The wait after `failures` failures in a row, ms.
+    fn wait_ms(failures: u32) -> u64 {
+        let doublings = failures.saturating_sub(1).min(16);
+        (RESTART_BACKOFF_MS_MIN << doublings).min(RESTART_BACKOFF_MS_MAX)
+    }
+
+    /// Notes a failure of something that ran for `ran`; returns the wait.
+    fn fail(map: &mut HashMap<String, Backoff>, key: String, ran: Duration) -> u64 {
+        let now = Instant::now();
+        let prev = map.get(&key).map_or(0, |b| b.failures);
+        let failures = if ran >= Duration::from_millis(RESTART_BACKOFF_MS_MAX) {
+            1
+        } else {
+            prev.saturating_add(1)
+        };
+        let wait = Backoff::wait_ms(failures);
+        map.insert(
+            key,
+            Backoff {
+                failures,
+                not_before: now + Duration::from_millis(wait),
+            },
+        );
+        wait
+    }
+
+    /// Whether `key` must still wait.
+    fn waiting(map: &HashMap<String, Backoff>, key: &str) -> bool {
+        map.get(key).is_some_and(|b| Instant::now() < b.not_before)
+    }
+}
+
+/// The backoff key of task `task` of flow `flow`.
+fn task_key(flow: &str, task: u32) -> String {
+    format!("{flow}#{task}")
+}
 
 /// A worker's settings (`[worker]` of its config file).
 #[derive(Debug, Clone, Deserialize)]
@@ -127,6 +182,8 @@ struct Running {
     rate: f64,
     /// Its lag as last looked up.
     lag: u64,
+    /// When it started.
+    started: Instant,
 }
 
 /// A flow this worker has prepared.
@@ -160,8 +217,11 @@ pub async fn work(
     let mut running: HashMap<(String, u32), Running> = HashMap::new();
     let mut lease_until: Option<Instant> = None;
     let mut warned = false;
+    // Failing tasks (by `task_key`) and flows that failed to prepare (by
+    // name) wait before they are tried again.
+    let mut backoff: HashMap<String, Backoff> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
-        reap(&mut running, &status).await;
+        reap(&mut running, &status, &mut backoff).await;
         let reports = report(&c, &flows, &mut running).await;
         let sent = Instant::now();
         match c.worker_heartbeat(&cfg.id, cfg.tasks_max, reports).await {
@@ -195,10 +255,19 @@ pub async fn work(
                     let Some(def) = defs.get(&l.flow) else {
                         continue;
                     };
+                    if Backoff::waiting(&backoff, &task_key(&l.flow, l.task))
+                        || Backoff::waiting(&backoff, &l.flow)
+                    {
+                        continue;
+                    }
                     let runner = match prepared(&c, &cfg, &mut flows, &l.flow, def).await {
-                        Ok(r) => r,
+                        Ok(r) => {
+                            backoff.remove(&l.flow);
+                            r
+                        }
                         Err(e) => {
-                            tracing::warn!(flow = %l.flow, error = %e, "cannot prepare the flow; trying again at the next heartbeat");
+                            let wait = Backoff::fail(&mut backoff, l.flow.clone(), Duration::ZERO);
+                            tracing::warn!(flow = %l.flow, error = %e, wait_ms = wait, "cannot prepare the flow; trying again after the wait");
                             continue;
                         }
                     };
@@ -215,6 +284,7 @@ pub async fn work(
                             last: (0, Instant::now()),
                             rate: 0.0,
                             lag: 0,
+                            started: Instant::now(),
                         },
                     );
                 }
@@ -225,6 +295,10 @@ pub async fn work(
                 }
                 flows.retain(|name, _| {
                     running.keys().any(|(f, _)| f == name) || defs.contains_key(name)
+                });
+                // Forget the backoff of what the manager no longer lists.
+                backoff.retain(|k, _| {
+                    defs.contains_key(k) || listed.iter().any(|(f, t)| task_key(f, *t) == *k)
                 });
             }
             Err(e) => {
@@ -252,7 +326,7 @@ pub async fn work(
     }
     let deadline = Instant::now() + Duration::from_millis(STOP_WAIT_MS);
     while !running.is_empty() && Instant::now() < deadline {
-        reap(&mut running, &status).await;
+        reap(&mut running, &status, &mut backoff).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if running.is_empty() {
@@ -292,8 +366,13 @@ async fn prepared(
     Ok(runner)
 }
 
-/// Removes tasks that ended, logging why.
-async fn reap(running: &mut HashMap<(String, u32), Running>, status: &WorkerStatus) {
+/// Removes tasks that ended, logging why; a task that failed waits out its
+/// backoff before it starts again.
+async fn reap(
+    running: &mut HashMap<(String, u32), Running>,
+    status: &WorkerStatus,
+    backoff: &mut HashMap<String, Backoff>,
+) {
     let done: Vec<(String, u32)> = running
         .iter()
         .filter(|(_, r)| r.handle.is_finished())
@@ -304,10 +383,20 @@ async fn reap(running: &mut HashMap<(String, u32), Running>, status: &WorkerStat
         status
             .records_in
             .fetch_add(r.ctl.records_in.load(Ordering::Relaxed), Ordering::Relaxed);
+        let key = task_key(&k.0, k.1);
         match r.handle.await {
-            Ok(Ok(())) => tracing::info!(flow = %k.0, task = k.1, "task stopped"),
-            Ok(Err(e)) => tracing::warn!(flow = %k.0, task = k.1, error = %e, "task ended"),
-            Err(e) => tracing::error!(flow = %k.0, task = k.1, error = %e, "task failed"),
+            Ok(Ok(())) => {
+                backoff.remove(&key);
+                tracing::info!(flow = %k.0, task = k.1, "task stopped");
+            }
+            Ok(Err(e)) => {
+                let wait = Backoff::fail(backoff, key, r.started.elapsed());
+                tracing::warn!(flow = %k.0, task = k.1, error = %e, wait_ms = wait, "task ended; restarting after the wait");
+            }
+            Err(e) => {
+                let wait = Backoff::fail(backoff, key, r.started.elapsed());
+                tracing::error!(flow = %k.0, task = k.1, error = %e, wait_ms = wait, "task failed; restarting after the wait");
+            }
         }
     }
 }
@@ -380,5 +469,30 @@ mod tests {
             let e = WorkerConfig::parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_exponentially_up_to_the_cap_and_reset_after_a_long_run() {
+        assert_eq!(Backoff::wait_ms(1), RESTART_BACKOFF_MS_MIN);
+        assert_eq!(Backoff::wait_ms(2), 2 * RESTART_BACKOFF_MS_MIN);
+        assert_eq!(Backoff::wait_ms(3), 4 * RESTART_BACKOFF_MS_MIN);
+        assert_eq!(Backoff::wait_ms(60), RESTART_BACKOFF_MS_MAX);
+        assert_eq!(Backoff::wait_ms(u32::MAX), RESTART_BACKOFF_MS_MAX);
+        let mut m = HashMap::new();
+        let k = task_key("f", 3);
+        assert!(!Backoff::waiting(&m, &k));
+        assert_eq!(Backoff::fail(&mut m, k.clone(), Duration::ZERO), 500);
+        assert!(Backoff::waiting(&m, &k));
+        assert_eq!(Backoff::fail(&mut m, k.clone(), Duration::ZERO), 1_000);
+        assert_eq!(Backoff::fail(&mut m, k.clone(), Duration::ZERO), 2_000);
+        // It ran for the longest wait before failing: counting starts over.
+        let long = Duration::from_millis(RESTART_BACKOFF_MS_MAX);
+        assert_eq!(Backoff::fail(&mut m, k.clone(), long), 500);
+        assert!(!Backoff::waiting(&m, &task_key("f", 4)));
     }
 }
