@@ -297,9 +297,9 @@ pub async fn work(
                     running.keys().any(|(f, _)| f == name) || defs.contains_key(name)
                 });
                 // Forget the backoff of what the manager no longer lists.
-                backoff.retain(|k, _| {
-                    defs.contains_key(k) || listed.iter().any(|(f, t)| task_key(f, *t) == *k)
-                });
+                let listed_keys: std::collections::HashSet<String> =
+                    listed.iter().map(|(f, t)| task_key(f, *t)).collect();
+                backoff.retain(|k, _| defs.contains_key(k) || listed_keys.contains(k));
             }
             Err(e) => {
                 if !warned {

@@ -316,16 +316,19 @@ pub fn decode_terms(buf: &[u8]) -> Option<Vec<IndexTerm>> {
 
 /// Values shorter than this are never compressed, bytes.
 pub const COMPRESS_MIN_BYTES: usize = 128;
+/// Values longer than this are tried on two 512-byte samples before a whole
+/// lz4 pass, bytes.
+pub const COMPRESS_SAMPLED_ABOVE_BYTES: usize = 2048;
 
 /// Returns the value in stored form and its flag: lz4 when that saves at
 /// least 1/8 of the bytes. A 512-byte sample from the start and the middle is
 /// tried first so incompressible values cost almost nothing.
 pub fn compress_value(value: &[u8], enabled: bool) -> (Cow<'_, [u8]>, u8) {
-    const SAMPLE_BYTES: usize = 512;
+    const SAMPLE_BYTES: usize = COMPRESS_SAMPLED_ABOVE_BYTES / 4;
     if !enabled || value.len() < COMPRESS_MIN_BYTES {
         return (Cow::Borrowed(value), 0);
     }
-    if value.len() > 4 * SAMPLE_BYTES {
+    if value.len() > COMPRESS_SAMPLED_ABOVE_BYTES {
         let mid = value.len() / 2;
         let a = lz4_flex::block::compress(&value[..SAMPLE_BYTES]);
         let b = lz4_flex::block::compress(&value[mid..mid + SAMPLE_BYTES]);
@@ -348,9 +351,10 @@ pub const COMPRESS_MISSES_MAX: u32 = 32;
 /// (a success resumes trying every value).
 pub const COMPRESS_PROBE_EVERY: u32 = 64;
 
-/// Skips lz4 for a store's values while they keep not compressing: every
-/// value of [`COMPRESS_MIN_BYTES`] or more costs a whole lz4 pass when it
-/// is shorter than the sampling threshold, and a stream of small
+/// Skips lz4 for a store's short values while they keep not compressing:
+/// every value of [`COMPRESS_MIN_BYTES`] up to
+/// [`COMPRESS_SAMPLED_ABOVE_BYTES`] costs a whole lz4 pass (longer ones are
+/// sampled first and do not go through the gate), and a stream of small
 /// incompressible values (generated or encrypted records) paid that pass
 /// for nothing. After [`COMPRESS_MISSES_MAX`] misses in a row, only one
 /// value in [`COMPRESS_PROBE_EVERY`] is tried until one compresses again.
@@ -368,6 +372,11 @@ impl CompressGate {
         use std::sync::atomic::Ordering::Relaxed;
         if !enabled || value.len() < COMPRESS_MIN_BYTES {
             return (Cow::Borrowed(value), 0);
+        }
+        // Long values are sampled first anyway (cheap when they do not
+        // compress): the gate would only store compressible ones raw.
+        if value.len() > COMPRESS_SAMPLED_ABOVE_BYTES {
+            return compress_value(value, true);
         }
         if self.misses.load(Relaxed) >= COMPRESS_MISSES_MAX
             && !self
@@ -438,6 +447,13 @@ mod tests {
         for _ in 0..10 {
             assert_eq!(gate.compress(&text, true).1, FLAG_LZ4, "every value tried again");
         }
+        // Long values skip the gate (they are sampled instead).
+        for _ in 0..COMPRESS_MISSES_MAX {
+            assert_eq!(gate.compress(&noise, true).1, 0);
+        }
+        let long = text.repeat(4);
+        assert!(long.len() > COMPRESS_SAMPLED_ABOVE_BYTES);
+        assert_eq!(gate.compress(&long, true).1, FLAG_LZ4);
         // Disabled and short values are never compressed.
         assert_eq!(gate.compress(&text, false).1, 0);
         assert_eq!(gate.compress(&text[..COMPRESS_MIN_BYTES - 1], true).1, 0);

@@ -463,12 +463,11 @@ impl Inner {
     /// Readers that find these writes wait for their durability themselves
     /// (`wait_durable`); the caller acknowledges through `acknowledge`.
     pub(super) fn write_ops_unacked(&self, ops: &[OpRef<'_>]) -> Result<Unacked> {
+        // A store a newer owner fenced refuses every write (the check says
+        // by whom); were the check ever to pass, the write goes on as usual,
+        // never as an empty success a caller could take for an applied one.
         if self.fence.as_ref().is_some_and(Fence::is_fenced) {
             self.check_fence()?;
-            return Ok(Unacked {
-                last_seq: 0,
-                end: 0,
-            });
         }
         if ops.is_empty() {
             return Err(Error::invalid("batch", "no operations"));
