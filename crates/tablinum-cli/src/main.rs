@@ -267,10 +267,14 @@ fn report(e: &anyhow::Error, cluster: Option<&str>) -> exit::Code {
     }
     let (code, hint) = exit::classify(e, cluster);
     // The causes on one line, each once, and never a backtrace, even with
-    // RUST_BACKTRACE set: a user error is not a crash.
-    eprintln!("error: {}", exit::one_line(e));
+    // RUST_BACKTRACE set: a user error is not a crash. Nor is a standard
+    // error that cannot be written (a file on a full disk): `eprintln!`
+    // would panic there, and the exit code must stay the error's.
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {}", exit::one_line(e));
     if let Some(h) = hint {
-        eprintln!("hint: {h}");
+        let _ = writeln!(err, "hint: {h}");
     }
     code
 }

@@ -149,6 +149,26 @@ fn exit_codes_and_hints_name_the_mistake() {
         "{}",
         r.err
     );
+    // An error that cannot be printed (standard error on a full disk)
+    // still ends with its own exit code, not a panic's 101.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let code = Command::new(BIN)
+        .args(["get", "nosuchtable", "k"])
+        .current_dir(u.dir.path())
+        .env("XDG_CONFIG_HOME", &u.home)
+        .env("TABLINUM_CLUSTER", &u.grpc)
+        .env_remove("TABLINUM_TOKEN")
+        .env_remove("TABLINUM_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap()
+        .code();
+    assert_eq!(code, Some(5), "the error's exit code on a full stderr");
 }
 
 #[test]
