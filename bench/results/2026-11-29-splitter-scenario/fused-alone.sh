@@ -5,6 +5,11 @@
 # validation and latency. Nothing else runs. Usage:
 #
 #   fused-alone.sh BIN OUT [RECORDS_PER_PARTITION]
+#
+# SAMPLE=1 also writes OUT/samples.txt during the flow (every 0.25 s: the
+# time, /proc/stat's cpu line, the cluster's utime and stime, the disk's
+# sectors written); PERF=1 also records 5 s of `perf record -a
+# --call-graph dwarf` into OUT/perf.data (the splitter round-2 profiles).
 set -euo pipefail
 BIN=$1; OUT=$2; N=${3:-50000}; SPLIT=${SPLIT:-34,33,33}
 rm -rf "$OUT"; mkdir -p "$OUT"
@@ -37,5 +42,10 @@ T
 for l in info warning error; do
   printf '\n[[sink]]\nname = "%s"\ninput = "by-level"\nkind = "topic"\ntopic = "aggregate"\n' $l >> "$OUT/f.toml"
 done
+if [ -n "${SAMPLE:-}" ]; then
+  ( while true; do echo "$(date +%s.%N) $(head -1 /proc/stat) | $(awk '{print $14, $15}' /proc/$UP/stat) | $(grep -E ' (vda|sda|nvme0n1) ' /proc/diskstats | awk '{print $10}')"; sleep 0.25; done ) > "$OUT/samples.txt" &
+  S=$!; trap 'kill $S $UP' EXIT
+fi
+[ -n "${PERF:-}" ] && perf record -F 299 -a --call-graph dwarf,16384 -o "$OUT/perf.data" -- sleep 5 >/dev/null 2>&1 &
 "$BIN" flow run "$OUT/f.toml" --until-idle-ms 2000
 "$BIN" flow validate "$OUT/f.toml" --latency || true
