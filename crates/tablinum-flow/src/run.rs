@@ -1100,30 +1100,23 @@ impl Task {
         // Reading ahead is optional work: a read that fails only ends it
         // (the commit goes on; the task's next plain read meets a lasting
         // error and reports it).
-        while bytes < READ_AHEAD_BYTES_MAX {
+        while !committed && bytes < READ_AHEAD_BYTES_MAX {
             let read = read_topic_batch(&ctx, &topic, p, from);
             tokio::pin!(read);
-            let got = if committed {
-                (&mut read).await
-            } else {
-                tokio::select! {
-                    r = &mut commit => {
-                        r?;
-                        committed = true;
-                        // Finish the read in flight rather than waste it.
-                        (&mut read).await
-                    }
-                    got = &mut read => got,
+            let got = tokio::select! {
+                r = &mut commit => {
+                    r?;
+                    committed = true;
+                    // Finish the read in flight rather than waste it.
+                    (&mut read).await
                 }
+                got = &mut read => got,
             };
             let Ok(got) = got else { break };
             let Some(last) = got.last() else { break };
             from = last.offset + 1;
             bytes += got.iter().map(|r| r.value.len()).sum::<usize>();
             ahead.push_back(got);
-            if committed {
-                break;
-            }
         }
         if !committed {
             commit.await?;
