@@ -7,6 +7,8 @@
 //!   cluster secret's hash and the valid tokens' hashes, never a secret),
 //!   the [`Principal`] it yields and the [`Need`] of each call; its tonic
 //!   interceptors for servers and clients;
+//! - [`member`]: member proofs (`tbm1.…`), with which members show they
+//!   know the cluster secret without sending it, each good once;
 //! - [`files`]: secret files (mode 0600, written atomically) and the
 //!   user's credentials file (one token per cluster address).
 //!
@@ -15,6 +17,7 @@
 //! without the secret.
 
 pub mod files;
+pub mod member;
 pub mod token;
 pub mod verifier;
 

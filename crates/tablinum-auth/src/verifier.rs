@@ -99,15 +99,21 @@ struct Tokens {
 /// Shared by every listener of a process; tokens are replaced as a whole
 /// with a version (the manager's metadata is the source).
 pub struct Verifier {
-    cluster_sha256: [u8; 32],
+    /// Member proofs, keyed with SHA-256 of the cluster secret.
+    members: crate::member::Checker,
     tokens: RwLock<Tokens>,
+    /// Until when the token set is known to be current, on a server that
+    /// learns it from the manager with a lease (None: no bound, as in the
+    /// manager's own process).
+    tokens_until: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 impl Verifier {
     /// A verifier of `secret` knowing no tokens yet (version 0).
     pub fn new(secret: &ClusterSecret) -> Arc<Verifier> {
         Arc::new(Verifier {
-            cluster_sha256: secret.sha256(),
+            members: crate::member::Checker::new(secret.sha256()),
+            tokens_until: parking_lot::Mutex::new(None),
             tokens: RwLock::new(Tokens {
                 version: 0,
                 grants: HashMap::new(),
@@ -124,6 +130,22 @@ impl Verifier {
         }
     }
 
+    /// The token set is current until `until` (a lease from the manager):
+    /// past it, client tokens are refused with UNAVAILABLE until the next
+    /// renewal, so a server cut off from the manager never serves a token
+    /// revoked meanwhile. Members are not affected.
+    pub fn renew_tokens_until(&self, until: std::time::Instant) {
+        let mut u = self.tokens_until.lock();
+        if u.is_none_or(|old| until > old) {
+            *u = Some(until);
+        }
+    }
+
+    /// Whether token `id` is in the set held (not revoked).
+    pub fn knows(&self, id: &str) -> bool {
+        self.tokens.read().grants.contains_key(id)
+    }
+
     /// The version of the token set held.
     pub fn tokens_version(&self) -> u64 {
         self.tokens.read().version
@@ -131,30 +153,51 @@ impl Verifier {
 
     /// The principal `credential` proves, or why it proves none.
     pub fn check(&self, credential: &str) -> Result<Principal, Status> {
+        let credential = credential.trim();
+        if credential.starts_with(crate::member::MEMBER_PREFIX) {
+            return self
+                .members
+                .check(credential)
+                .map(|()| Principal::Cluster)
+                .map_err(|r| Status::unauthenticated(r.to_string()));
+        }
         let c = Credential::parse(credential)
             .map_err(|e| Status::unauthenticated(format!("bad credentials: {e}")))?;
         if c.is_cluster() {
-            let secret = &c.expose()[CLUSTER_PREFIX.len()..];
-            if digest_eq(&sha256(secret.as_bytes()), &self.cluster_sha256) {
-                return Ok(Principal::Cluster);
-            }
+            // Members prove the secret (`Bearer` does it); the secret
+            // itself on the wire could be captured and replayed.
             return Err(Status::unauthenticated(
-                "the cluster credential does not match this cluster's secret",
+                "the cluster secret itself was sent: members send a member proof \
+                 (tbm1.…) made from it, never the secret",
             ));
+        }
+        if let Some(until) = *self.tokens_until.lock() {
+            let now = std::time::Instant::now();
+            if now > until {
+                return Err(Status::unavailable(format!(
+                    "this server's token set expired {} ms ago (it has not heard from the \
+                     manager within its token lease): tokens are refused until it does; \
+                     try another server",
+                    (now - until).as_millis()
+                )));
+            }
         }
         let id = c.token_id().unwrap_or_default();
         let secret = c.expose().rsplit('.').next().unwrap_or_default();
+        // The digest is computed and compared whether or not the id is
+        // known, and a refusal reads the same either way: neither the text
+        // nor the time tells which token ids exist.
+        let digest = sha256(secret.as_bytes());
         let t = self.tokens.read();
-        match t.grants.get(id) {
-            Some(g) if digest_eq(&sha256(secret.as_bytes()), &g.secret_sha256) => {
-                Ok(Principal::Token {
-                    id: id.to_string(),
-                    role: g.role,
-                })
-            }
-            Some(_) => Err(Status::unauthenticated(format!("token {id}: wrong secret"))),
-            None => Err(Status::unauthenticated(format!(
-                "token {id} is unknown or revoked"
+        let g = t.grants.get(id);
+        let matches = digest_eq(&digest, g.map_or(&[0u8; 32], |g| &g.secret_sha256));
+        match g {
+            Some(g) if matches => Ok(Principal::Token {
+                id: id.to_string(),
+                role: g.role,
+            }),
+            _ => Err(Status::unauthenticated(format!(
+                "token {id} is unknown or revoked, or its secret is wrong"
             ))),
         }
     }
@@ -245,34 +288,62 @@ pub fn authorize<T>(req: &Request<T>, need: Need, call: &str) -> Result<Principa
 
 /// The client interceptor: adds `authorization: Bearer <credential>` to
 /// every call (marked sensitive, so it is never logged by the HTTP/2 stack).
+/// A cluster credential is never sent: each call carries a fresh member
+/// proof made from it ([`crate::member`]).
 #[derive(Clone, Default)]
-pub struct Bearer(Option<AsciiMetadataValue>);
+pub struct Bearer(BearerKind);
+
+#[derive(Clone, Default)]
+enum BearerKind {
+    #[default]
+    None,
+    Token(AsciiMetadataValue),
+    Member(crate::member::Prover),
+}
+
+fn header(credential: &str) -> Option<AsciiMetadataValue> {
+    let mut v = AsciiMetadataValue::try_from(format!("Bearer {credential}")).ok()?;
+    v.set_sensitive(true);
+    Some(v)
+}
 
 impl Bearer {
     /// Calls carrying `credential` (none: calls carry nothing and are refused).
     pub fn new(credential: Option<&Credential>) -> Bearer {
-        Bearer(credential.and_then(|c| {
-            let mut v = AsciiMetadataValue::try_from(format!("Bearer {}", c.expose())).ok()?;
-            v.set_sensitive(true);
-            Some(v)
-        }))
+        Bearer(match credential {
+            None => BearerKind::None,
+            Some(c) if c.is_cluster() => {
+                let secret = &c.expose()[CLUSTER_PREFIX.len()..];
+                BearerKind::Member(crate::member::Prover::new(sha256(secret.as_bytes())))
+            }
+            Some(c) => header(c.expose()).map_or(BearerKind::None, BearerKind::Token),
+        })
+    }
+
+    /// The `authorization` value of the next call, if any.
+    pub fn value(&self) -> Option<AsciiMetadataValue> {
+        match &self.0 {
+            BearerKind::None => None,
+            BearerKind::Token(v) => Some(v.clone()),
+            BearerKind::Member(p) => header(&p.proof()),
+        }
     }
 }
 
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Bearer(…)"
-        } else {
-            "Bearer(none)"
+        f.write_str(match self.0 {
+            BearerKind::None => "Bearer(none)",
+            BearerKind::Token(_) => "Bearer(…)",
+            BearerKind::Member(_) => "Bearer(member proofs)",
         })
     }
 }
 
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = &self.0 {
-            req.metadata_mut().insert(AUTHORIZATION, v.clone());
+        if let Some(v) = self.value() {
+            req.metadata_mut().insert(AUTHORIZATION, v);
         }
         Ok(req)
     }
@@ -308,10 +379,16 @@ mod tests {
     #[test]
     fn credentials_are_checked() {
         let (s, v, t) = setup();
-        assert_eq!(
-            v.check(s.credential().expose()).unwrap(),
-            Principal::Cluster
-        );
+        // Members send proofs, good once; the secret itself is refused.
+        let member = Bearer::new(Some(&s.credential())).value().unwrap();
+        let proof = member.to_str().unwrap().strip_prefix("Bearer ").unwrap();
+        assert!(proof.starts_with("tbm1.") && !proof.contains(&s.file_text().trim()[..16]));
+        assert_eq!(v.check(proof).unwrap(), Principal::Cluster);
+        let e = v.check(proof).unwrap_err();
+        assert!(e.message().contains("replayed"), "{}", e.message());
+        let e = v.check(s.credential().expose()).unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        assert!(e.message().contains("never the secret"), "{}", e.message());
         let p = v.check(t.token.expose()).unwrap();
         assert_eq!(
             p,
@@ -324,19 +401,22 @@ mod tests {
         let forged = format!("tbt1.{}.{}", t.id, "0".repeat(64));
         let e = v.check(&forged).unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
-        assert!(e.message().contains("wrong secret"));
         let other = ClusterSecret::generate().unwrap();
+        let theirs = Bearer::new(Some(&other.credential())).value().unwrap();
         assert!(v
-            .check(other.credential().expose())
+            .check(theirs.to_str().unwrap().strip_prefix("Bearer ").unwrap())
             .unwrap_err()
             .message()
             .contains("does not match"));
+        // An unknown id reads exactly like a wrong secret (but for the id).
         let stranger = NewToken::generate().unwrap();
-        assert!(v
-            .check(stranger.token.expose())
-            .unwrap_err()
-            .message()
-            .contains("unknown or revoked"));
+        let unknown = v.check(stranger.token.expose()).unwrap_err();
+        let sid = stranger.token.token_id().unwrap();
+        assert_eq!(
+            unknown.message().replace(sid, "ID"),
+            e.message().replace(t.id.as_str(), "ID")
+        );
+        assert!(unknown.message().contains("unknown or revoked"));
         // Revoked: a newer set without it.
         v.set_tokens(2, HashMap::new());
         assert!(v.check(t.token.expose()).is_err());
@@ -379,6 +459,22 @@ mod tests {
         assert!(tok(Role::Admin).may(Need::Admin));
         assert!(!tok(Role::Admin).may(Need::Cluster));
         assert!(Principal::Cluster.may(Need::Cluster));
+    }
+
+    #[test]
+    fn a_lapsed_token_lease_refuses_tokens_but_not_members() {
+        let (s, v, t) = setup();
+        assert!(v.check(t.token.expose()).is_ok());
+        let now = std::time::Instant::now();
+        v.renew_tokens_until(now - std::time::Duration::from_millis(5));
+        let e = v.check(t.token.expose()).unwrap_err();
+        assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+        assert!(e.message().contains("token lease"), "{}", e.message());
+        let member = Bearer::new(Some(&s.credential())).value().unwrap();
+        let proof = member.to_str().unwrap().strip_prefix("Bearer ").unwrap();
+        assert_eq!(v.check(proof).unwrap(), Principal::Cluster);
+        v.renew_tokens_until(now + std::time::Duration::from_secs(60));
+        assert!(v.check(t.token.expose()).is_ok());
     }
 
     #[test]

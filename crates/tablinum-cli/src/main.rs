@@ -70,6 +70,11 @@ enum Command {
         /// `--ca DIR/tls/ca.pem`).
         #[arg(long)]
         tls: bool,
+        /// Serve plaintext on a non-loopback address anyway (without
+        /// `--tls`, client tokens cross the network in the clear; refused
+        /// unless this is given).
+        #[arg(long)]
+        insecure: bool,
         /// Scan servers to start in the process (eventual reads).
         #[arg(long, default_value_t = 1)]
         sservers: usize,
@@ -423,8 +428,9 @@ fn run_local(command: Command) -> anyhow::Result<Outcome> {
             listen,
             http,
             tls,
+            insecure,
             sservers,
-        } => roles::up(data, listen, http, tls, sservers)?,
+        } => roles::up(data, listen, http, (tls, insecure), sservers)?,
         Command::Manager { config } => roles::role(config, true)?,
         Command::Tserver { config } => roles::role(config, false)?,
         Command::Sserver { config } => roles::sserver(config)?,

@@ -26,9 +26,20 @@ pub fn up(
     data: PathBuf,
     listen: String,
     http: String,
-    tls: bool,
+    (tls, insecure): (bool, bool),
     sservers: usize,
 ) -> anyhow::Result<()> {
+    if !tls && !insecure {
+        for (flag, addr) in [("--listen", &listen), ("--http", &http)] {
+            if !is_loopback(addr) {
+                anyhow::bail!(
+                    "{flag} {addr} is not a loopback address, and without --tls client tokens \
+                     would cross the network in the clear: pass --tls (clients \
+                     then pass --ca), or --insecure to serve plaintext anyway"
+                );
+            }
+        }
+    }
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize().unwrap_or(data);
     let token_file = tablinum_server::embedded_admin_token_path(&data);
@@ -57,6 +68,11 @@ pub fn up(
                     "  TLS only: clients pass --ca {} (or set TABLINUM_CA)",
                     ca.display()
                 );
+            } else {
+                out!(
+                    "  plaintext: for one machine only; whoever can read its traffic can read \
+                     tokens (--tls for more)"
+                );
             }
             out!("  admin token in {} (mode 0600)", token_file.display());
             match creds {
@@ -68,6 +84,18 @@ pub fn up(
             Ok(())
         },
     )
+}
+
+/// Whether every address `addr` (host:port) names is a loopback one.
+fn is_loopback(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match addr.to_socket_addrs() {
+        Ok(mut it) => {
+            let all: Vec<_> = it.by_ref().collect();
+            !all.is_empty() && all.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
 }
 
 /// The banner's endpoint lines: gRPC, the status page and /metrics (the

@@ -169,6 +169,22 @@ fn exit_codes_and_hints_name_the_mistake() {
         .unwrap()
         .code();
     assert_eq!(code, Some(5), "the error's exit code on a full stderr");
+    // Plaintext beyond loopback is refused unless asked for, and nothing
+    // is created.
+    let out = Command::new(BIN)
+        .args(["up", "--data", "exposed", "--listen", "0.0.0.0:0"])
+        .current_dir(u.dir.path())
+        .env("XDG_CONFIG_HOME", &u.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("0.0.0.0:0") && err.contains("--tls") && err.contains("--insecure"),
+        "{err}"
+    );
+    assert!(!u.dir.path().join("exposed").exists());
 }
 
 #[test]

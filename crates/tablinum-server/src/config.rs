@@ -34,14 +34,22 @@ pub const BATCH_BYTES_MAX: u64 = 8 << 20;
 /// A scan producer that hears nothing from its consumer (no ack, no
 /// keepalive) for this long gives up, ms.
 pub const ACK_WAIT_TIMEOUT_MS_DEFAULT: u64 = tablinum_stream::channel::ACK_WAIT_TIMEOUT_MS_DEFAULT;
-/// Scan streams (Scan, ScanMany or Query) one tablet server runs at once;
-/// more are refused at once with RESOURCE_EXHAUSTED naming the limit.
+/// Scan streams (Scan or ScanMany) one tablet or scan server runs at once;
+/// more are refused at once with RESOURCE_EXHAUSTED naming the limit,
+/// unless a stream idle for the ack-wait timeout can be ended for the
+/// newcomer (see `admit.rs`).
 pub const SCAN_STREAMS_MAX_DEFAULT: usize = 512;
-/// Scan streams one caller (one client token) runs at once on one tablet
-/// server, so one client cannot take every stream slot from the others.
-/// Cluster members (a server running a thin client's Query) are not
-/// counted: the Query they serve is, against its caller.
+/// Scan streams one caller (one client token) holds at once on one server,
+/// so one client cannot take every stream slot from the others; ended
+/// streams its transport has not let go of still count. Cluster members
+/// (a server running a thin client's Query) are not counted.
 pub const SCAN_STREAMS_PER_CALLER_MAX_DEFAULT: usize = 128;
+/// Queries (server-side merges, one thread each) one tablet server runs at
+/// once. Each holds at most one chunk (`batch_bytes`) for a caller that
+/// does not read, plus its merge's windows under the servers' scan budgets.
+pub const QUERIES_MAX_DEFAULT: usize = 64;
+/// Queries one caller runs at once on one tablet server.
+pub const QUERIES_PER_CALLER_MAX_DEFAULT: usize = 8;
 /// Tablet scans (ScanMany slots; a Scan is one) one tablet server runs at
 /// once: a ScanMany of 4,096 slots counts 4,096.
 pub const SCAN_SLOTS_MAX_DEFAULT: usize = 16_384;
@@ -321,6 +329,10 @@ pub struct TserverConfig {
     pub scan_streams_per_caller_max: usize,
     /// Tablet scans (ScanMany slots) running at once, at most.
     pub scan_slots_max: usize,
+    /// Queries (server-side merges) running at once, at most.
+    pub queries_max: usize,
+    /// Queries of one caller (token) running at once, at most.
+    pub queries_per_caller_max: usize,
     /// Bytes of unacknowledged batches per scan stream, at most.
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
@@ -387,6 +399,8 @@ impl Default for TserverConfig {
             scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
             scan_streams_per_caller_max: SCAN_STREAMS_PER_CALLER_MAX_DEFAULT,
             scan_slots_max: SCAN_SLOTS_MAX_DEFAULT,
+            queries_max: QUERIES_MAX_DEFAULT,
+            queries_per_caller_max: QUERIES_PER_CALLER_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
@@ -410,6 +424,18 @@ impl Default for TserverConfig {
 }
 
 impl TserverConfig {
+    /// The stream and Query limits of this server.
+    pub fn admission_limits(&self) -> crate::admit::Limits {
+        crate::admit::Limits {
+            streams_max: self.scan_streams_max,
+            streams_per_caller_max: self.scan_streams_per_caller_max,
+            slots_max: self.scan_slots_max,
+            queries_max: self.queries_max,
+            queries_per_caller_max: self.queries_per_caller_max,
+            idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
+        }
+    }
+
     /// The engine resources every tablet of this server shares.
     pub fn engine_shared(&self) -> tablinum_engine::SharedOptions {
         tablinum_engine::SharedOptions {
@@ -454,6 +480,8 @@ impl TserverConfig {
                 self.scan_streams_per_caller_max as u64,
             ),
             ("scan_slots_max", self.scan_slots_max as u64),
+            ("queries_max", self.queries_max as u64),
+            ("queries_per_caller_max", self.queries_per_caller_max as u64),
             (
                 "stream_bytes_in_flight_max",
                 self.stream_bytes_in_flight_max,
@@ -573,6 +601,12 @@ pub struct SserverConfig {
     pub batch_bytes: u64,
     /// Ack-wait timeout of a scan producer, ms.
     pub ack_wait_timeout_ms: u64,
+    /// Scan streams running at once, at most.
+    pub scan_streams_max: usize,
+    /// Scan streams of one caller (token) at once, at most.
+    pub scan_streams_per_caller_max: usize,
+    /// Tablet scans (ScanMany slots) running at once, at most.
+    pub scan_slots_max: usize,
     /// Bytes of unacknowledged batches per scan stream, at most.
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
@@ -608,6 +642,9 @@ impl Default for SserverConfig {
             batch_rows: BATCH_ROWS_DEFAULT,
             batch_bytes: BATCH_BYTES_DEFAULT,
             ack_wait_timeout_ms: ACK_WAIT_TIMEOUT_MS_DEFAULT,
+            scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
+            scan_streams_per_caller_max: SCAN_STREAMS_PER_CALLER_MAX_DEFAULT,
+            scan_slots_max: SCAN_SLOTS_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             cluster_secret_file: PathBuf::new(),
@@ -620,6 +657,18 @@ impl Default for SserverConfig {
 }
 
 impl SserverConfig {
+    /// The stream limits of this server (it runs no Queries).
+    pub fn admission_limits(&self) -> crate::admit::Limits {
+        crate::admit::Limits {
+            streams_max: self.scan_streams_max,
+            streams_per_caller_max: self.scan_streams_per_caller_max,
+            slots_max: self.scan_slots_max,
+            queries_max: 0,
+            queries_per_caller_max: 0,
+            idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
+        }
+    }
+
     /// Checks every setting, naming the one that is wrong.
     pub fn validate(&self) -> Result<(), Error> {
         self.check().map_err(Error::Config)
@@ -655,6 +704,12 @@ impl SserverConfig {
         }
         for (name, v) in [
             ("scan_queue_max", self.scan_queue_max as u64),
+            ("scan_streams_max", self.scan_streams_max as u64),
+            (
+                "scan_streams_per_caller_max",
+                self.scan_streams_per_caller_max as u64,
+            ),
+            ("scan_slots_max", self.scan_slots_max as u64),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("ack_wait_timeout_ms", self.ack_wait_timeout_ms),
             (

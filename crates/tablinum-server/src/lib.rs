@@ -11,6 +11,7 @@
 //! Maps every engine and client error to a gRPC status whose message names
 //! what was wrong. Never panics on input from the network.
 
+pub mod admit;
 pub mod config;
 mod error;
 pub mod flows;

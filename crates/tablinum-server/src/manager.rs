@@ -1027,6 +1027,8 @@ impl ManagerRpc for ManagerService {
             tokens_version: st.tokens_version,
             tokens,
             tokens_changed,
+            token_lease_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            dropped_table_ids: st.dropped.keys().copied().collect(),
         }))
     }
 

@@ -24,6 +24,15 @@ use tablinum_proto::v1::Row;
 use tablinum_stream::credit::{CreditStop, Credits as StreamCredits, Take};
 use tokio::sync::Notify;
 
+/// Messages a scan producer may queue for the transport before it waits
+/// (each at most `batch_bytes`, or one row beyond it).
+pub const PRODUCER_QUEUE_MESSAGES: usize = 4;
+
+/// A scan producer's end of its [`crate::admit::outbox`].
+pub type Outbox = crate::admit::OutboxTx<Vec<tablinum_proto::v1::SlotBatch>>;
+/// The transport's end of a scan's outbox.
+pub type OutboxRx = crate::admit::OutboxRx<Vec<tablinum_proto::v1::SlotBatch>>;
+
 /// Bytes of unacknowledged scan batches one server holds at most, across
 /// all its streams: a stream waits for credit while the total is at or
 /// over the limit (each stream may overshoot it by the batch it is
@@ -75,6 +84,8 @@ pub struct Credits {
     st: Mutex<StreamCredits>,
     notify: Notify,
     server: Arc<ByteBudget>,
+    /// Messages queued for the transport and not taken by it yet.
+    queued: AtomicUsize,
 }
 
 /// Why a producer stopped waiting.
@@ -103,7 +114,41 @@ impl Credits {
             st: Mutex::new(StreamCredits::new(windows, stream_bytes_max, now())),
             notify: Notify::new(),
             server,
+            queued: AtomicUsize::new(0),
         })
+    }
+
+    /// `delta` messages were queued for the transport (negative: a send
+    /// that did not go out).
+    pub fn queued(&self, delta: isize) {
+        if delta >= 0 {
+            self.queued
+                .fetch_add(delta.unsigned_abs(), Ordering::AcqRel);
+        } else {
+            let _ = self
+                .queued
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                    Some(q.saturating_sub(delta.unsigned_abs()))
+                });
+        }
+    }
+
+    /// The transport took a message: progress the server saw itself.
+    pub fn taken(&self) {
+        self.queued(-1);
+        self.st.lock().taken(now());
+        self.notify.notify_waiters();
+    }
+
+    /// The queue was dropped (the stream was killed).
+    pub fn drain_reset(&self) {
+        self.queued.store(0, Ordering::Release);
+    }
+
+    /// When the server last saw progress itself (acks, cancels, the
+    /// transport taking a message; never keepalives).
+    pub fn seen(&self) -> std::time::Instant {
+        self.st.lock().seen()
     }
 
     /// Takes all the credit of every slot in `wanted` that has some,
@@ -175,9 +220,11 @@ impl Credits {
 
     /// A keepalive reporting the query's `progress` (rows its merge has
     /// taken from all its sources): a higher value than before counts as
-    /// progress, the same value does not.
+    /// progress, the same value does not, and none counts while the
+    /// transport holds a message of this stream it has not taken.
     pub fn keepalive(&self, progress: u64) {
-        self.st.lock().keepalive(progress, now());
+        let drained = self.queued.load(Ordering::Acquire) == 0;
+        self.st.lock().keepalive(progress, drained, now());
         self.notify.notify_waiters();
     }
 
@@ -194,7 +241,8 @@ impl Credits {
 
     /// The client went away: every slot stops.
     pub fn end(&self) {
-        self.st.lock().end();
+        let freed = self.st.lock().end();
+        self.server.refund(freed);
         self.notify.notify_waiters();
     }
 
@@ -563,7 +611,7 @@ pub trait ProducerMetrics: Send + Sync {
 pub async fn produce(
     mut slots: Vec<Slot>,
     credits: Arc<Credits>,
-    out: tokio::sync::mpsc::Sender<Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>>,
+    out: &Outbox,
     bytes_max: usize,
     ack_wait: Duration,
     metrics: Arc<dyn ProducerMetrics>,
@@ -576,22 +624,27 @@ pub async fn produce(
         let ready = match credits.acquire(&open, ack_wait).await {
             Ok(r) => r,
             Err(CreditError::Cancelled) => {
-                abandon(&credits, &open, &out).await;
+                abandon(&credits, &open, out, ack_wait).await;
                 return;
             }
             Err(CreditError::AckTimeout) => {
                 metrics.ack_timeout();
                 let _ = out
-                    .send(Err(tonic::Status::deadline_exceeded(format!(
-                        "no progress (no batch acknowledged, no query progress reported) \
-                         within the ack-wait timeout of {} ms",
-                        ack_wait.as_millis()
-                    ))))
+                    .send(
+                        Err(tonic::Status::deadline_exceeded(format!(
+                            "no progress (no batch acknowledged, no query progress reported) \
+                             within the ack-wait timeout of {} ms",
+                            ack_wait.as_millis()
+                        ))),
+                        ack_wait,
+                    )
                     .await;
                 return;
             }
             Err(CreditError::Invalid(m)) => {
-                let _ = out.send(Err(tonic::Status::invalid_argument(m))).await;
+                let _ = out
+                    .send(Err(tonic::Status::invalid_argument(m)), ack_wait)
+                    .await;
                 return;
             }
         };
@@ -624,9 +677,9 @@ pub async fn produce(
                     Ok(r) => Some(r),
                     Err(refused) => {
                         if !msg.is_empty() {
-                            let _ = out.send(Ok(std::mem::take(&mut msg))).await;
+                            let _ = out.send(Ok(std::mem::take(&mut msg)), ack_wait).await;
                         }
-                        let _ = out.send(Err(busy_status(&refused))).await;
+                        let _ = out.send(Err(busy_status(&refused)), ack_wait).await;
                         return;
                     }
                 },
@@ -640,7 +693,7 @@ pub async fn produce(
             let (rows, exhausted) = match r {
                 Ok(x) => x,
                 Err(e) => {
-                    let _ = out.send(Err(crate::status_from_engine(e))).await;
+                    let _ = out.send(Err(crate::status_from_engine(e)), ack_wait).await;
                     return;
                 }
             };
@@ -664,7 +717,7 @@ pub async fn produce(
                         None => last = ex,
                     },
                     Err(e) => {
-                        let _ = out.send(Err(crate::status_from_engine(e))).await;
+                        let _ = out.send(Err(crate::status_from_engine(e)), ack_wait).await;
                         return;
                     }
                 }
@@ -681,7 +734,11 @@ pub async fn produce(
             let batch_bytes: usize = rows.iter().map(row_bytes).sum();
             credits.sent(i, batch_bytes);
             if !msg.is_empty() && msg_bytes + batch_bytes > MESSAGE_BYTES_BUDGET {
-                if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
+                if out
+                    .send(Ok(std::mem::take(&mut msg)), ack_wait)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 msg_bytes = 0;
@@ -697,17 +754,21 @@ pub async fn produce(
                 matched: seen.matched,
             });
             if msg_bytes >= bytes_max {
-                if out.send(Ok(std::mem::take(&mut msg))).await.is_err() {
+                if out
+                    .send(Ok(std::mem::take(&mut msg)), ack_wait)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 msg_bytes = 0;
             }
         }
-        if !msg.is_empty() && out.send(Ok(msg)).await.is_err() {
+        if !msg.is_empty() && out.send(Ok(msg), ack_wait).await.is_err() {
             return;
         }
         if credits.abandoned(&open) {
-            abandon(&credits, &open, &out).await;
+            abandon(&credits, &open, out, ack_wait).await;
             return;
         }
         open.retain(|&j| !credits.cancelled(j));
@@ -735,16 +796,15 @@ pub fn busy_status(r: &crate::scan_queue::Refused) -> tonic::Status {
 
 /// Ends a stream whose caller ended its side with slots still wanted:
 /// CANCELLED, lest the end look like exhausted tablets.
-async fn abandon(
-    credits: &Credits,
-    open: &[usize],
-    out: &tokio::sync::mpsc::Sender<Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>>,
-) {
+async fn abandon(credits: &Credits, open: &[usize], out: &Outbox, ack_wait: Duration) {
     if credits.abandoned(open) {
         let _ = out
-            .send(Err(tonic::Status::cancelled(
-                "the request stream ended before the scan finished",
-            )))
+            .send(
+                Err(tonic::Status::cancelled(
+                    "the request stream ended before the scan finished",
+                )),
+                ack_wait,
+            )
             .await;
     }
 }
@@ -823,38 +883,52 @@ pub fn read_scan_many_acks(
 }
 
 /// A one-slot producer's messages as `Scan` answers: one `ScanBatch` per
-/// batch (a producer message may carry several).
-pub fn scan_batches(
-    mut rx: tokio_stream::wrappers::ReceiverStream<
-        Result<Vec<tablinum_proto::v1::SlotBatch>, tonic::Status>,
-    >,
-) -> tokio_stream::wrappers::ReceiverStream<Result<tablinum_proto::v1::ScanBatch, tonic::Status>> {
-    let (tx, out) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(async move {
-        while let Some(m) = tokio_stream::StreamExt::next(&mut rx).await {
-            let items: Vec<Result<tablinum_proto::v1::ScanBatch, tonic::Status>> = match m {
-                Ok(batches) => batches
-                    .into_iter()
-                    .map(|b| {
-                        Ok(tablinum_proto::v1::ScanBatch {
+/// batch (a producer message may carry several), taken from the outbox
+/// only as the transport asks (no buffer in between, so the outbox sees
+/// whether the transport drains).
+pub fn scan_batches(rx: OutboxRx) -> ScanBatches {
+    ScanBatches {
+        rx,
+        pending: VecDeque::new(),
+    }
+}
+
+/// The stream [`scan_batches`] returns.
+pub struct ScanBatches {
+    rx: OutboxRx,
+    pending: VecDeque<tablinum_proto::v1::ScanBatch>,
+}
+
+impl tokio_stream::Stream for ScanBatches {
+    type Item = Result<tablinum_proto::v1::ScanBatch, tonic::Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        loop {
+            if let Some(b) = self.pending.pop_front() {
+                return Poll::Ready(Some(Ok(b)));
+            }
+            match std::pin::Pin::new(&mut self.rx).poll_next(cx) {
+                Poll::Ready(Some(Ok(batches))) => {
+                    self.pending.extend(batches.into_iter().map(|b| {
+                        tablinum_proto::v1::ScanBatch {
                             rows: b.rows,
                             last: b.last,
                             next: b.next,
                             examined: b.examined,
                             matched: b.matched,
-                        })
-                    })
-                    .collect(),
-                Err(e) => vec![Err(e)],
-            };
-            for item in items {
-                if tx.send(item).await.is_err() {
-                    return;
+                        }
+                    }))
                 }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
         }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(out)
+    }
 }
 
 /// Checks a scan's window, batch rows and range, and resolves its window

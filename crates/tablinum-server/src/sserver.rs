@@ -103,6 +103,11 @@ pub struct Sserver {
     /// The scan threads and their queue.
     pub queue: Arc<ScanQueue>,
     scan_bytes: Arc<crate::scan::ByteBudget>,
+    /// Scan streams and tablet scans: the server's and each caller's share.
+    pub admission: Arc<crate::admit::Admission>,
+    /// Tables the manager said were dropped (ids are never reused): no
+    /// view of them is opened or served.
+    dropped: Mutex<std::collections::HashSet<u64>>,
     /// Counters.
     pub metrics: SserverMetrics,
     verifier: Arc<Verifier>,
@@ -136,6 +141,8 @@ impl Sserver {
             scan_bytes: crate::scan::ByteBudget::new(
                 usize::try_from(cfg.scan_bytes_in_flight_max).unwrap_or(usize::MAX),
             ),
+            admission: crate::admit::Admission::new(address.clone(), cfg.admission_limits()),
+            dropped: Mutex::new(std::collections::HashSet::new()),
             cfg,
             id,
             address,
@@ -189,6 +196,7 @@ impl Sserver {
     /// Opens a fresh view of a tablet (blocking: reads the manifest and
     /// opens its tables).
     fn open_view(&self, table_id: u64, tablet_id: u64) -> Result<Arc<CachedView>, Status> {
+        self.refuse_dropped(table_id)?;
         let dir = self.tablet_dir(table_id, tablet_id);
         if !dir.is_dir() {
             return Err(Status::failed_precondition(format!(
@@ -216,7 +224,12 @@ impl Sserver {
             refreshing: AtomicBool::new(false),
         });
         self.live_views.lock().push(Arc::downgrade(&v.view));
-        self.views.lock().insert((table_id, tablet_id), v.clone());
+        {
+            // A drop that arrived while the view opened wins.
+            let mut views = self.views.lock();
+            self.refuse_dropped(table_id)?;
+            views.insert((table_id, tablet_id), v.clone());
+        }
         Ok(v)
     }
 
@@ -233,6 +246,7 @@ impl Sserver {
                 "a scan server needs table_id (from TabletMap) in every request",
             )));
         }
+        self.refuse_dropped(table_id)?;
         let cached = self.views.lock().get(&(table_id, tablet_id)).cloned();
         if let Some(c) = cached {
             let age = c.opened.elapsed();
@@ -330,10 +344,45 @@ impl Sserver {
             served_by_attempt,
             served_by_plan,
         };
+        // The lease counts from before the request: the manager heard from
+        // this server no earlier than that.
+        let sent = std::time::Instant::now();
         let r = mgr.scan_server_heartbeat(req).await?.into_inner();
         if r.tokens_changed {
             self.verifier
                 .set_tokens(r.tokens_version, crate::tserver::grants(&r.tokens));
+        }
+        if r.token_lease_ms > 0 {
+            self.verifier
+                .renew_tokens_until(sent + Duration::from_millis(r.token_lease_ms));
+        }
+        self.forget_dropped(&r.dropped_table_ids);
+        self.admission.end_revoked(&self.verifier);
+        Ok(())
+    }
+
+    /// Tables the manager says were dropped: their cached views go, every
+    /// read of them ends, and none is served again. Nothing of them is
+    /// renewed from now on, so their reservations lapse and the manager
+    /// removes their files.
+    fn forget_dropped(&self, ids: &[u64]) {
+        let new: std::collections::HashSet<u64> = {
+            let mut d = self.dropped.lock();
+            ids.iter().copied().filter(|id| d.insert(*id)).collect()
+        };
+        if new.is_empty() {
+            return;
+        }
+        self.views.lock().retain(|(t, _), _| !new.contains(t));
+        let ended = self
+            .admission
+            .end_reading(&new, &Status::not_found(dropped_message(&new)));
+        tracing::info!(tables = ?new, streams_ended = ended, "tables dropped: views and reads ended");
+    }
+
+    fn refuse_dropped(&self, table_id: u64) -> Result<(), Status> {
+        if self.dropped.lock().contains(&table_id) {
+            return Err(self.refuse(Status::not_found(format!("table {table_id} was dropped"))));
         }
         Ok(())
     }
@@ -408,16 +457,25 @@ impl Sserver {
         windows: &[u32],
         busy: Option<BusyTimeout>,
         (attempt, plan): (u32, u32),
-    ) -> (
-        Arc<Credits>,
-        tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>>,
-    ) {
+        who: Admitted<'_>,
+    ) -> (Arc<Credits>, crate::scan::OutboxRx) {
+        let Admitted {
+            ticket: (ticket, id),
+            caller,
+            tables,
+        } = who;
         let credits = Credits::new(
             windows,
             usize::try_from(self.cfg.stream_bytes_in_flight_max).unwrap_or(usize::MAX),
             self.scan_bytes.clone(),
         );
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (tx, rx) = crate::admit::outbox(
+            crate::scan::PRODUCER_QUEUE_MESSAGES,
+            Some(ticket),
+            Some(credits.clone()),
+        );
+        self.admission
+            .track(id, caller, Some(&credits), tx.killer(), tables.to_vec());
         let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
         let ack_wait = Duration::from_millis(self.cfg.ack_wait_timeout_ms);
         let me = self.clone();
@@ -435,10 +493,11 @@ impl Sserver {
                 plan,
                 counted: AtomicBool::new(false),
             });
-            crate::scan::produce(slots, c, tx, bytes_max, ack_wait, m, Some(gate)).await;
+            crate::scan::produce(slots, c, &tx, bytes_max, ack_wait, m, Some(gate)).await;
             me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
+            tx.finish(ack_wait).await;
         });
-        (credits, tokio_stream::wrappers::ReceiverStream::new(rx))
+        (credits, rx)
     }
 
     /// An eventual point read: `read` of the key's tablet view, run on a
@@ -462,6 +521,14 @@ impl Sserver {
     }
 }
 
+/// An admitted stream: its ticket and id, its caller and the tables it
+/// reads (a drop of one ends it).
+struct Admitted<'a> {
+    ticket: (crate::admit::Ticket, u64),
+    caller: &'a tablinum_auth::Principal,
+    tables: &'a [u64],
+}
+
 impl ProducerMetrics for Sserver {
     fn batch_sent(&self, rows: usize) {
         self.metrics
@@ -473,6 +540,14 @@ impl ProducerMetrics for Sserver {
     fn ack_timeout(&self) {
         self.metrics.ack_timeouts.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The status of reads of dropped `tables`.
+fn dropped_message(tables: &std::collections::HashSet<u64>) -> String {
+    let mut ids: Vec<u64> = tables.iter().copied().collect();
+    ids.sort_unstable();
+    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+    format!("table {} was dropped", ids.join(", "))
 }
 
 /// The producer metrics of one stream: the server's, and the stream
@@ -506,8 +581,8 @@ fn read_only(call: &str) -> Status {
     ))
 }
 
-fn authorize<T>(req: &Request<T>, call: &str) -> Result<(), Status> {
-    tablinum_auth::authorize(req, Need::Read, call).map(|_| ())
+fn authorize<T>(req: &Request<T>, call: &str) -> Result<tablinum_auth::Principal, Status> {
+    tablinum_auth::authorize(req, Need::Read, call)
 }
 
 #[tonic::async_trait]
@@ -546,7 +621,7 @@ impl TabletServer for SserverService {
         req: Request<Streaming<v1::ScanClientMessage>>,
     ) -> Result<Response<Self::ScanStream>, Status> {
         use v1::scan_client_message::Msg;
-        authorize(&req, "Scan")?;
+        let caller = authorize(&req, "Scan")?;
         let ss = self.0.clone();
         let mut inbound = req.into_inner();
         let start = match inbound.message().await? {
@@ -560,10 +635,20 @@ impl TabletServer for SserverService {
             }
         };
         let busy = ss.busy_timeout(start.busy_timeout_ms)?;
+        let ticket = ss
+            .admission
+            .stream(&caller, 1)
+            .await
+            .map_err(|s| ss.refuse(s))?;
         let view = ss.view(start.table_id, start.tablet_id).await?;
         let (slot, window) = ss.open_slot(&start, view)?;
-        let (credits, rx) =
-            ss.spawn_producer(vec![slot], &[window], busy, (start.attempt, start.plan));
+        let said = (start.attempt, start.plan);
+        let who = Admitted {
+            ticket,
+            caller: &caller,
+            tables: &[start.table_id],
+        };
+        let (credits, rx) = ss.spawn_producer(vec![slot], &[window], busy, said, who);
         crate::scan::read_scan_acks(inbound, credits);
         let out = crate::scan::scan_batches(rx);
         Ok(Response::new(Box::pin(out)))
@@ -576,7 +661,7 @@ impl TabletServer for SserverService {
         req: Request<Streaming<v1::ScanManyClientMessage>>,
     ) -> Result<Response<Self::ScanManyStream>, Status> {
         use v1::scan_many_client_message::Msg;
-        authorize(&req, "ScanMany")?;
+        let caller = authorize(&req, "ScanMany")?;
         let ss = self.0.clone();
         let mut inbound = req.into_inner();
         let starts = match inbound.message().await? {
@@ -597,6 +682,11 @@ impl TabletServer for SserverService {
             ))));
         }
         let busy = ss.busy_timeout(starts[0].busy_timeout_ms)?;
+        let ticket = ss
+            .admission
+            .stream(&caller, starts.len())
+            .await
+            .map_err(|s| ss.refuse(s))?;
         let mut slots = Vec::with_capacity(starts.len());
         let mut windows = Vec::with_capacity(starts.len());
         for (i, st) in starts.iter().enumerate() {
@@ -610,7 +700,15 @@ impl TabletServer for SserverService {
             windows.push(r.1);
         }
         let said = (starts[0].attempt, starts[0].plan);
-        let (credits, rx) = ss.spawn_producer(slots, &windows, busy, said);
+        let mut tables: Vec<u64> = starts.iter().map(|s| s.table_id).collect();
+        tables.sort_unstable();
+        tables.dedup();
+        let who = Admitted {
+            ticket,
+            caller: &caller,
+            tables: &tables,
+        };
+        let (credits, rx) = ss.spawn_producer(slots, &windows, busy, said, who);
         crate::scan::read_scan_many_acks(inbound, credits);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));

@@ -34,7 +34,7 @@ use tablinum_proto::v1::{
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Principal, Role, Verifier};
+use tablinum_auth::{authorize, ClusterSecret, Grant, Need, Role, Verifier};
 
 use crate::config::TserverConfig;
 use crate::error::Error;
@@ -109,32 +109,6 @@ pub struct TserverMetrics {
     pub tablets_opened: AtomicU64,
     /// Topic records removed by retention.
     pub topic_records_trimmed: AtomicU64,
-}
-
-/// What an admitted scan stream holds until it ends: its stream permit,
-/// its tablet-scan permits and its place in its caller's count.
-pub(crate) struct ScanTicket {
-    _stream: tokio::sync::OwnedSemaphorePermit,
-    _slots: tokio::sync::OwnedSemaphorePermit,
-    _caller: Option<CallerGuard>,
-}
-
-/// One running stream of a caller; leaves the count when dropped.
-struct CallerGuard {
-    map: Arc<Mutex<HashMap<String, usize>>>,
-    id: String,
-}
-
-impl Drop for CallerGuard {
-    fn drop(&mut self) {
-        let mut m = self.map.lock();
-        if let Some(n) = m.get_mut(&self.id) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.id);
-            }
-        }
-    }
 }
 
 /// A tablet held but not serving, as a heartbeat reports it: key
@@ -237,12 +211,9 @@ pub struct Tserver {
     assigned: Mutex<HashSet<(u64, u64, u64)>>,
     /// Counters.
     pub metrics: TserverMetrics,
-    /// One permit per running scan stream (`scan_streams_max`).
-    scan_permits: Arc<tokio::sync::Semaphore>,
-    /// One permit per running tablet scan (`scan_slots_max`).
-    slot_permits: Arc<tokio::sync::Semaphore>,
-    /// Running scan streams per caller (token id).
-    caller_streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// Scan streams, tablet scans and Queries: the server's and each
+    /// caller's share.
+    pub admission: Arc<crate::admit::Admission>,
     /// Bytes of unacknowledged scan batches (`scan_bytes_in_flight_max`).
     scan_bytes: Arc<crate::scan::ByteBudget>,
     query_client: tablinum_client::AsyncClient,
@@ -306,8 +277,7 @@ impl Tserver {
         .map_err(|e| Error::Config(format!("[tserver] manager: {e}")))?;
         let engine = tablinum_engine::Shared::new(cfg.engine_shared())
             .map_err(|e| Error::Config(format!("[tserver] {e}")))?;
-        let scan_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_streams_max));
-        let slot_permits = Arc::new(tokio::sync::Semaphore::new(cfg.scan_slots_max));
+        let admission = crate::admit::Admission::new(address.clone(), cfg.admission_limits());
         let scan_bytes = crate::scan::ByteBudget::new(
             usize::try_from(cfg.scan_bytes_in_flight_max).unwrap_or(usize::MAX),
         );
@@ -325,9 +295,7 @@ impl Tserver {
             )),
             assigned: Mutex::new(HashSet::new()),
             metrics: TserverMetrics::default(),
-            scan_permits,
-            slot_permits,
-            caller_streams: Arc::new(Mutex::new(HashMap::new())),
+            admission,
             scan_bytes,
             engine,
             query_client,
@@ -770,59 +738,6 @@ impl Tserver {
         self.refuse(status_from_engine(e))
     }
 
-    /// Admits one more scan stream of `slots` tablet scans for `caller`,
-    /// or refuses it at once with RESOURCE_EXHAUSTED naming the limit: the
-    /// server's streams (`scan_streams_max`), the caller's
-    /// (`scan_streams_per_caller_max`; cluster members are not counted) and
-    /// the server's tablet scans (`scan_slots_max`).
-    fn admit(&self, caller: &Principal, slots: usize) -> Result<ScanTicket, Status> {
-        let exhausted = |what: String| self.refuse(Status::resource_exhausted(what));
-        let stream = self.scan_permits.clone().try_acquire_owned().map_err(|_| {
-            exhausted(format!(
-                "{} scan streams are running on {}; the limit is scan_streams_max = {}",
-                self.cfg.scan_streams_max, self.address, self.cfg.scan_streams_max
-            ))
-        })?;
-        let caller = match caller {
-            Principal::Token { id, .. } => {
-                let mut m = self.caller_streams.lock();
-                let n = m.entry(id.clone()).or_default();
-                if *n >= self.cfg.scan_streams_per_caller_max {
-                    return Err(exhausted(format!(
-                        "token {id} runs {n} scan streams on {}; the limit is \
-                         scan_streams_per_caller_max = {}",
-                        self.address, self.cfg.scan_streams_per_caller_max
-                    )));
-                }
-                *n += 1;
-                Some(CallerGuard {
-                    map: self.caller_streams.clone(),
-                    id: id.clone(),
-                })
-            }
-            Principal::Cluster => None,
-        };
-        let n = u32::try_from(slots).unwrap_or(u32::MAX);
-        let slots = self
-            .slot_permits
-            .clone()
-            .try_acquire_many_owned(n)
-            .map_err(|_| {
-                exhausted(format!(
-                    "{} more tablet scans would pass scan_slots_max = {} on {} ({} running)",
-                    n,
-                    self.cfg.scan_slots_max,
-                    self.address,
-                    self.cfg.scan_slots_max - self.slot_permits.available_permits()
-                ))
-            })?;
-        Ok(ScanTicket {
-            _stream: stream,
-            _slots: slots,
-            _caller: caller,
-        })
-    }
-
     /// Credits for a stream of `windows`, under this server's byte limits.
     fn credits(&self, windows: &[u32]) -> Arc<Credits> {
         Credits::new(
@@ -832,26 +747,33 @@ impl Tserver {
         )
     }
 
-    /// Runs the producer of `slots` on its own task, holding `permit` until
-    /// it ends; returns its messages.
+    /// Runs the producer of `slots` on its own task, the stream holding
+    /// its admission `ticket` (see `admit::outbox`); returns its messages.
     fn spawn_producer(
         self: &Arc<Self>,
         slots: Vec<Slot>,
         credits: Arc<Credits>,
-        permit: ScanTicket,
-    ) -> tokio_stream::wrappers::ReceiverStream<Result<Vec<v1::SlotBatch>, Status>> {
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        (ticket, id): (crate::admit::Ticket, u64),
+        caller: &tablinum_auth::Principal,
+    ) -> crate::scan::OutboxRx {
+        let (tx, rx) = crate::admit::outbox(
+            crate::scan::PRODUCER_QUEUE_MESSAGES,
+            Some(ticket),
+            Some(credits.clone()),
+        );
+        self.admission
+            .track(id, caller, Some(&credits), tx.killer(), Vec::new());
         let bytes_max = usize::try_from(self.cfg.batch_bytes).unwrap_or(usize::MAX);
         let ack_wait = Duration::from_millis(self.cfg.ack_wait_timeout_ms);
         let me = self.clone();
         tokio::spawn(async move {
             me.metrics.scans_active.fetch_add(1, Ordering::Relaxed);
             let m: Arc<dyn ProducerMetrics> = me.clone();
-            produce(slots, credits, tx, bytes_max, ack_wait, m, None).await;
+            produce(slots, credits, &tx, bytes_max, ack_wait, m, None).await;
             me.metrics.scans_active.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
+            tx.finish(ack_wait).await;
         });
-        tokio_stream::wrappers::ReceiverStream::new(rx)
+        rx
     }
 
     /// One heartbeat: report, then open and close tablets to match.
@@ -914,6 +836,9 @@ impl Tserver {
             self.verifier
                 .set_tokens(resp.tokens_version, grants(&resp.tokens));
         }
+        // Streams and Queries of tokens revoked since the last check end
+        // now (in the manager's process the set changes there).
+        self.admission.end_revoked(&self.verifier);
         let wanted: HashSet<(u64, u64, u64)> = resp
             .assignments
             .iter()
@@ -1406,14 +1331,18 @@ impl TabletRpc for TserverService {
                 )))
             }
         };
-        let permit = ts.admit(&caller, 1)?;
+        let permit = ts
+            .admission
+            .stream(&caller, 1)
+            .await
+            .map_err(|s| ts.refuse(s))?;
         let tablet = ts.tablets_by_id(std::slice::from_ref(&start)).remove(0)?;
         let (slot, window) = ts.open_slot(&start, &tablet)?;
         // The cursor is a snapshot: confirm it is not a stale owner's.
         ts.confirm_read(&tablet)?;
         let credits = ts.credits(&[window]);
         crate::scan::read_scan_acks(inbound, credits.clone());
-        let rx = ts.spawn_producer(vec![slot], credits, permit);
+        let rx = ts.spawn_producer(vec![slot], credits, permit, &caller);
         // One ScanBatch per batch (a producer message may carry several).
         let out = crate::scan::scan_batches(rx);
         Ok(Response::new(Box::pin(out)))
@@ -1445,7 +1374,11 @@ impl TabletRpc for TserverService {
                 starts.len()
             ))));
         }
-        let permit = ts.admit(&caller, starts.len())?;
+        let permit = ts
+            .admission
+            .stream(&caller, starts.len())
+            .await
+            .map_err(|s| ts.refuse(s))?;
         let tablets = ts.tablets_by_id(&starts);
         let mut slots = Vec::with_capacity(starts.len());
         let mut windows = Vec::with_capacity(starts.len());
@@ -1462,7 +1395,7 @@ impl TabletRpc for TserverService {
         }
         let credits = ts.credits(&windows);
         crate::scan::read_scan_many_acks(inbound, credits.clone());
-        let rx = ts.spawn_producer(slots, credits, permit);
+        let rx = ts.spawn_producer(slots, credits, permit, &caller);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));
         Ok(Response::new(Box::pin(out)))
@@ -1476,9 +1409,10 @@ impl TabletRpc for TserverService {
     ) -> Result<Response<Self::QueryStream>, Status> {
         let caller = authorize(&req, Need::Read, "Query")?;
         let ts = self.0.clone();
-        // A Query counts as one of its caller's streams here; the streams
-        // it opens to servers run as a cluster member.
-        let ticket = ts.admit(&caller, 0)?;
+        // A Query takes one of the server's Query places and one of its
+        // caller's; the streams it opens to servers run as a cluster
+        // member, under those servers' byte budgets.
+        let (ticket, query_id) = ts.admission.query(&caller).map_err(|s| ts.refuse(s))?;
         let r = req.into_inner();
         ts.metrics.queries.fetch_add(1, Ordering::Relaxed);
         let mode = match r.stream_limit.and_then(|s| s.mode) {
@@ -1504,16 +1438,19 @@ impl TabletRpc for TserverService {
                 count_only: f.count_only,
             }),
         };
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::QueryResponse, Status>>(4);
+        // One chunk queued for the transport at most: a caller that stops
+        // reading stops the merge within one chunk, and one that reads
+        // nothing for the ack-wait timeout ends the query.
+        let (tx, rx) = crate::admit::outbox::<v1::QueryResponse>(1, Some(ticket), None);
+        ts.admission
+            .track(query_id, &caller, None, tx.killer(), Vec::new());
         tokio::spawn(async move {
-            let _ticket = ticket;
             let mut chunk: Vec<v1::Row> = Vec::new();
             let mut chunk_bytes = 0usize;
             let chunk_bytes_max = usize::try_from(ts.cfg.batch_bytes).unwrap_or(usize::MAX);
-            let tx2 = tx.clone();
             let handle = tokio::runtime::Handle::current();
             let send_wait = Duration::from_millis(ts.cfg.ack_wait_timeout_ms);
-            let mut stalled = false;
+            let mut gone = false;
             let mut out = |row: tablinum_client::QueryRow| {
                 let r = v1::Row {
                     key: row.key,
@@ -1528,30 +1465,18 @@ impl TabletRpc for TserverService {
                     // The merge runs outside the async workers; a caller
                     // that reads nothing for the ack-wait timeout ends the
                     // query (its streams, buffers and thread go with it).
-                    let sent = handle.block_on(
-                        tx2.send_timeout(Ok(v1::QueryResponse { rows, stats: None }), send_wait),
-                    );
-                    match sent {
-                        Ok(()) => {}
-                        Err(tokio::sync::mpsc::error::SendTimeoutError::Timeout(_)) => {
-                            stalled = true;
-                            return std::ops::ControlFlow::Break(());
-                        }
-                        // The caller went away: stop scanning.
-                        Err(tokio::sync::mpsc::error::SendTimeoutError::Closed(_)) => {
-                            return std::ops::ControlFlow::Break(());
-                        }
+                    let sent = handle
+                        .block_on(tx.send(Ok(v1::QueryResponse { rows, stats: None }), send_wait));
+                    if sent.is_err() {
+                        // Stalled (the outbox says so) or gone: stop scanning.
+                        gone = true;
+                        return std::ops::ControlFlow::Break(());
                     }
                 }
                 std::ops::ControlFlow::Continue(())
             };
             let res = ts.query_client.query_until(&q, &mut out).await;
-            if stalled {
-                // Best effort: the caller is not reading.
-                let _ = tx.try_send(Err(Status::deadline_exceeded(format!(
-                    "the caller read nothing for the ack-wait timeout of {} ms",
-                    send_wait.as_millis()
-                ))));
+            if gone {
                 return;
             }
             let rows = std::mem::take(&mut chunk);
@@ -1568,11 +1493,11 @@ impl TabletRpc for TserverService {
                 }),
                 Err(e) => Err(crate::status_from_client(e)),
             };
-            let _ = tx.send(msg).await;
+            if tx.send(msg, send_wait).await.is_ok() {
+                tx.finish(send_wait).await;
+            }
         });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        Ok(Response::new(Box::pin(rx)))
     }
 
     async fn flush(

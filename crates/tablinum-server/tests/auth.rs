@@ -246,7 +246,12 @@ fn outsiders_are_refused_on_every_call_and_change_nothing() {
         let mut m = common::raw_manager_as(&c.addr(), Some(&forged)).await;
         m.list_tables(v1::ListTablesRequest {}).await.unwrap_err()
     });
-    assert!(e.message().contains("wrong secret"), "{}", e.message());
+    assert!(
+        e.message()
+            .contains("unknown or revoked, or its secret is wrong"),
+        "{}",
+        e.message()
+    );
     assert!(!e.message().contains(&"0".repeat(64)));
 }
 
@@ -660,4 +665,208 @@ fn scan_servers_refuse_outsiders_and_impostors_cannot_register() {
     let listed = c.client.status().unwrap().scan_servers;
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].address, ss);
+}
+
+/// What an eavesdropper on a plaintext cluster captures from a member is a
+/// member proof, not the cluster secret: replayed, it is refused (on a
+/// heartbeat as on any call), and the secret itself is refused on the
+/// wire, so nobody sends it.
+#[test]
+fn the_cluster_secret_never_travels_and_a_captured_member_proof_is_good_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    // What a member's interceptor puts on the wire: a fresh proof.
+    let bearer = tablinum_auth::Bearer::new(Some(&common::secret().credential()));
+    let captured = bearer.value().unwrap();
+    let wire = captured.to_str().unwrap().to_string();
+    assert!(wire.starts_with("Bearer tbm1."), "{wire}");
+    assert!(!wire.contains(common::TEST_SECRET));
+    let call = |auth: tonic::metadata::AsciiMetadataValue| {
+        let addr = c.addr();
+        c.rt.block_on(async move {
+            let mut m = common::raw_manager_as(&addr, None).await;
+            let mut req = tonic::Request::new(v1::HeartbeatRequest {
+                server_id: "ts-impostor".into(),
+                address: "127.0.0.1:1".into(),
+                ..Default::default()
+            });
+            req.metadata_mut().insert("authorization", auth);
+            m.heartbeat(req).await.map(|_| ())
+        })
+    };
+    // The secret itself: refused, naming why.
+    let raw = format!("Bearer {}", common::secret().credential().expose());
+    let e = call(raw.parse().unwrap()).unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("never the secret"), "{}", e.message());
+    // The captured proof: good once (a heartbeat from a server that
+    // reports nothing), refused when replayed.
+    let first = call(captured.clone());
+    if let Err(e) = &first {
+        assert_ne!(e.code(), Code::Unauthenticated, "{e:?}");
+    }
+    let e = call(captured).unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("replayed"), "{}", e.message());
+    // An old proof is refused by its time.
+    let old = tablinum_auth::member::Prover::new(common::secret().sha256())
+        .proof_at(tablinum_auth::member::unix_ms() - 60_000);
+    let e = call(format!("Bearer {old}").parse().unwrap()).unwrap_err();
+    assert!(
+        e.message().contains("off this server's clock"),
+        "{}",
+        e.message()
+    );
+    // The honest cluster goes on.
+    assert_eq!(c.client.status().unwrap().servers.len(), 1);
+}
+
+/// A TCP proxy to `to` that a test can cut: every connection is dropped
+/// and new ones are closed at once while `cut` is true.
+fn cuttable_proxy(
+    rt: &tokio::runtime::Runtime,
+    to: String,
+) -> (String, tokio::sync::watch::Sender<bool>) {
+    let (cut, cut_rx) = tokio::sync::watch::channel(false);
+    let l = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    rt.spawn(async move {
+        while let Ok((mut a, _)) = l.accept().await {
+            if *cut_rx.borrow() {
+                continue;
+            }
+            let to = to.clone();
+            let mut cut_rx = cut_rx.clone();
+            tokio::spawn(async move {
+                let Ok(mut b) = tokio::net::TcpStream::connect(&to).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}
+                    _ = cut_rx.wait_for(|c| *c) => {}
+                }
+            });
+        }
+    });
+    (addr, cut)
+}
+
+/// A scan server cut off from the manager stops honouring client tokens
+/// once its token lease (the manager's heartbeat timeout) has run out: a
+/// token revoked meanwhile is refused there by the time RevokeToken
+/// returns, and tokens work again once it hears from the manager.
+#[test]
+fn a_revoked_token_fails_on_a_scan_server_cut_off_from_the_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = setup(dir.path());
+    c.client.flush("t").unwrap();
+    let (proxy, cut) = cuttable_proxy(&c.rt, c.addr());
+    let ss = c.add_sserver(|s| s.manager = proxy.clone());
+    let (info, reader) = c.client.create_token(Role::Read, "reader").unwrap();
+    let table_id = c
+        .client
+        .list_tables()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "t")
+        .unwrap()
+        .id;
+    let get = |cred: &Credential| {
+        let (ss, cred) = (ss.clone(), cred.clone());
+        c.rt.block_on(async move {
+            let mut raw = common::raw_tserver_as(&ss, Some(&cred)).await;
+            raw.get(v1::GetRequest {
+                table: "t".into(),
+                key: b"k1".to_vec(),
+                table_id,
+                tablet_id: 0,
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner().value)
+        })
+    };
+    let t0 = std::time::Instant::now();
+    while get(&reader).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", get(&reader));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&reader).unwrap(), b"good");
+    // Cut the scan server off, then revoke.
+    cut.send(true).unwrap();
+    c.client.revoke_token(&info.id).unwrap();
+    let e = get(&reader).unwrap_err();
+    assert!(
+        matches!(e.code(), Code::Unavailable | Code::Unauthenticated),
+        "a revoked token was served by a cut-off scan server: {e:?}"
+    );
+    // Still cut off: a valid token is refused too, naming why.
+    let (_, other) = c.client.create_token(Role::Read, "other").unwrap();
+    let e = get(&other).unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    assert!(e.message().contains("token lease"), "{}", e.message());
+    // Back in touch: the valid token works, the revoked one does not.
+    cut.send(false).unwrap();
+    let t0 = std::time::Instant::now();
+    while get(&other).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", get(&other));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&reader).unwrap_err().code(), Code::Unauthenticated);
+}
+
+/// A stream opened before a revocation does not outlive it: the token's
+/// open scans end with UNAUTHENTICATED within a heartbeat or two of
+/// RevokeToken returning, while other callers' streams go on.
+#[test]
+fn streams_of_a_revoked_token_end_with_the_revocation() {
+    use tablinum_proto::v1::{scan_many_client_message::Msg as M, ScanManyClientMessage};
+    let dir = tempfile::tempdir().unwrap();
+    let c = setup(dir.path());
+    let (info, doomed) = c.client.create_token(Role::Read, "doomed").unwrap();
+    let (_, kept) = c.client.create_token(Role::Read, "kept").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let addr = c.addr();
+    let open = |cred: Credential| {
+        let addr = addr.clone();
+        c.rt.block_on(async move {
+            let mut raw = common::raw_tserver_as(&addr, Some(&cred)).await;
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tx.send(ScanManyClientMessage {
+                msg: Some(M::Start(v1::ScanManyStart {
+                    scans: vec![v1::ScanStart {
+                        table: "t".into(),
+                        window: 1,
+                        batch_rows: 1,
+                        ..Default::default()
+                    }],
+                })),
+            })
+            .unwrap();
+            let mut s = raw
+                .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(s.message().await.unwrap().is_some());
+            (tx, s)
+        })
+    };
+    let mut a = open(doomed);
+    let mut b = open(kept);
+    c.client.revoke_token(&info.id).unwrap();
+    let next = |s: &mut tonic::Streaming<v1::ScanManyBatch>| {
+        c.rt.block_on(async { tokio::time::timeout(Duration::from_secs(3), s.message()).await })
+    };
+    match next(&mut a.1) {
+        Ok(Err(e)) => {
+            assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("revoked"), "{}", e.message());
+        }
+        other => panic!("a revoked token's stream went on: {other:?}"),
+    }
+    // The other caller's stream is untouched (it waits for an ack).
+    assert!(next(&mut b.1).is_err(), "the kept stream ended");
 }

@@ -676,3 +676,214 @@ fn byte_budgets_never_starve_a_tablet_of_its_first_batch() {
     assert_eq!(n, 48);
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
 }
+
+/// Waits until `f` holds, at most `d`; false if it never did.
+async fn eventually(d: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f()
+}
+
+/// The outsider's stall: a read token opens a scan, never reads the
+/// answer (its HTTP/2 window fills and stays shut) and claims progress in
+/// keepalives all the while. The server sees nothing drain: the stream is
+/// ended after one ack-wait, its bytes and places given back, and the
+/// reader is told why once it does read.
+#[test]
+fn a_reader_that_drains_nothing_is_ended_whatever_its_keepalives_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.ack_wait_timeout_ms = 1_000);
+    table_with_rows(&c, "stall", 48, ROW_BYTES);
+    let (_, reader) = c.client.create_token(Role::Read, "staller").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let (tx, mut s) = open_many(&addr, Some(&reader), vec![scan("stall", 1024, 1)])
+            .await
+            .unwrap();
+        // 12 MiB wanted, far beyond what the client's window takes unread.
+        assert!(eventually(Duration::from_secs(2), || ts.scan_bytes_in_flight() > 0).await);
+        assert_eq!(ts.admission.streams_running(), 1);
+        let t0 = Instant::now();
+        for i in 1..=15u64 {
+            let _ = tx.send(ScanManyClientMessage {
+                msg: Some(M::Acks(ScanManyAcks {
+                    acks: Vec::new(),
+                    progress: i * 1_000,
+                })),
+            });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if ts.admission.streams_running() == 0 {
+                break;
+            }
+        }
+        let after = t0.elapsed();
+        assert_eq!(
+            ts.admission.streams_running(),
+            0,
+            "a stream that drained nothing was kept alive by keepalives"
+        );
+        assert!(after < Duration::from_millis(2_600), "{after:?}");
+        assert!(eventually(Duration::from_secs(1), || ts.scan_bytes_in_flight() == 0).await);
+        // Reading now: what the window held, then the reason.
+        let e = loop {
+            match tokio::time::timeout(Duration::from_secs(5), s.message()).await {
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => panic!("the ended stream looked complete"),
+                Ok(Err(e)) => break e,
+                Err(_) => panic!("no end within 5 s"),
+            }
+        };
+        assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+        assert!(e.message().contains("read nothing"), "{}", e.message());
+    });
+}
+
+/// Keepalives keep a drained, waiting stream alive (a merge busy with
+/// other servers' tablets sends them), but only while no one else needs
+/// its place: a newcomer on a full server ends the longest-idle stream of
+/// the caller holding the most.
+#[test]
+fn a_full_server_ends_the_longest_idle_stream_for_a_newcomer() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| {
+        t.ack_wait_timeout_ms = 1_000;
+        t.scan_streams_max = 2;
+    });
+    table_with_rows(&c, "full", 100, 10);
+    let (_, hog) = c.client.create_token(Role::Read, "hog").unwrap();
+    let (_, late) = c.client.create_token(Role::Read, "late").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut s = open_many(&addr, Some(&hog), vec![scan("full", 1, 1)])
+                .await
+                .unwrap();
+            first(&mut s.1).await.unwrap();
+            held.push(s);
+        }
+        // Not idle long enough yet: the newcomer is refused.
+        let e = match open_many(&addr, Some(&late), vec![scan("full", 1, 1)]).await {
+            Err(e) => e,
+            Ok(mut s) => first(&mut s.1).await.unwrap_err(),
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_streams_max = 2"),
+            "{}",
+            e.message()
+        );
+        // The hog claims progress in keepalives but acknowledges nothing.
+        for i in 1..=6u64 {
+            for (tx, _) in &held {
+                let _ = tx.send(ScanManyClientMessage {
+                    msg: Some(M::Acks(ScanManyAcks {
+                        acks: Vec::new(),
+                        progress: i,
+                    })),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Idle for the ack-wait: the newcomer takes a hog's place.
+        let mut s = open_many(&addr, Some(&late), vec![scan("full", 1, 1)])
+            .await
+            .unwrap();
+        assert_eq!(first(&mut s.1).await.unwrap().batches[0].rows.len(), 1);
+        assert_eq!(
+            ts.admission
+                .evictions
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // One hog stream was ended for the newcomer (the other, now
+        // without keepalives, ends by the ack-wait rule soon after).
+        let mut made_room = 0;
+        for (_, rx) in &mut held {
+            let e = first(rx).await.unwrap_err();
+            assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+            if e.message().contains("to make room") {
+                made_room += 1;
+            }
+        }
+        assert_eq!(made_room, 1, "exactly one idle stream makes room");
+    });
+}
+
+/// A read token's Queries (a merge and a thread each) are capped per
+/// caller and per server; Queries nobody reads stop within one chunk and
+/// end after the ack-wait, giving back their places and bytes.
+#[test]
+fn stalled_queries_are_capped_per_caller_and_end_after_the_ack_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| {
+        t.ack_wait_timeout_ms = 1_000;
+        t.queries_per_caller_max = 3;
+        t.queries_max = 5;
+    });
+    table_with_rows(&c, "q", 48, ROW_BYTES);
+    let (_, greedy) = c.client.create_token(Role::Read, "greedy").unwrap();
+    let (_, other) = c.client.create_token(Role::Read, "other").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let query = || v1::QueryRequest {
+            table: "q".into(),
+            ..Default::default()
+        };
+        let mut stalled = Vec::new();
+        let mut refused = 0;
+        for _ in 0..128 {
+            let mut t = common::raw_tserver_as(&addr, Some(&greedy)).await;
+            match t.query(query()).await {
+                Ok(s) => stalled.push(s.into_inner()),
+                Err(e) => {
+                    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+                    assert!(
+                        e.message().contains("queries_per_caller_max = 3"),
+                        "{}",
+                        e.message()
+                    );
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!((stalled.len(), refused), (3, 125));
+        // What the server holds for them stays under its scan budget.
+        let held = ts.scan_bytes_in_flight();
+        assert!(held <= (512 << 20), "{held}");
+        // Another caller is served meanwhile.
+        let mut t = common::raw_tserver_as(&addr, Some(&other)).await;
+        let mut s = t.query(query()).await.unwrap().into_inner();
+        let mut rows = 0;
+        while let Some(m) = s.message().await.unwrap() {
+            rows += m.rows.len();
+        }
+        assert_eq!(rows, 48);
+        // Nobody reads the three: they end, and their places come back.
+        assert!(
+            eventually(Duration::from_secs(5), || ts.scan_bytes_in_flight() == 0).await,
+            "{} bytes still held",
+            ts.scan_bytes_in_flight()
+        );
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        // queries_max = 5: all five places are free again (a member's
+        // Queries count against the server's limit, not a caller's).
+        let mut t = common::raw_tserver(&addr).await;
+        let mut five = Vec::new();
+        for _ in 0..5 {
+            five.push(t.query(query()).await.unwrap());
+        }
+        drop((stalled, five));
+    });
+}

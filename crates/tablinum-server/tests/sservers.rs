@@ -8,6 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestCluster;
+use tablinum_auth::Role;
 use tablinum_client::{Consistency, Durability, Mutation, Query, Split};
 
 fn value(n: u64, version: u64) -> Vec<u8> {
@@ -615,11 +616,15 @@ fn eventual_point_reads_hedge_past_a_loaded_scan_server() {
     assert!(busy > 0, "the loaded scan server never answered busy");
 }
 
+/// A dropped table is unreadable through scan servers within a heartbeat,
+/// whoever keeps asking: a running eventual scan fails naming the drop, a
+/// reader asking every 200 ms is refused, and the files are removed once
+/// the scan server's reservations lapse (which no reader can extend).
 #[test]
-fn a_dropped_table_keeps_its_files_while_a_scan_server_reads_them() {
+fn a_dropped_table_is_unreadable_through_scan_servers_and_its_files_go() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = TestCluster::start(dir.path(), |_| {});
-    c.add_sserver(|s| {
+    let ss = c.add_sserver(|s| {
         s.metadata_ttl_ms = 500;
         s.reservation_lease_ms = 1_000;
     });
@@ -630,11 +635,12 @@ fn a_dropped_table_keeps_its_files_while_a_scan_server_reads_them() {
     c.wait_open("d", 1);
     write_all(&c, "d", 400, 1);
     c.client.flush("d").unwrap();
+    let table_id = c.client.locations("d", false).unwrap().table.id;
     let table_dir = dir
         .path()
         .join("storage")
         .join("tables")
-        .join(c.client.locations("d", false).unwrap().table.id.to_string());
+        .join(table_id.to_string());
     assert!(table_dir.is_dir());
     // A slow eventual scan: the table is dropped after its first rows.
     let q = Query {
@@ -644,40 +650,132 @@ fn a_dropped_table_keeps_its_files_while_a_scan_server_reads_them() {
     };
     let reader = c.new_client();
     let dropper = c.new_client();
-    let mut keys = Vec::new();
+    let mut keys = 0;
     let mut dropped_at = None;
-    let mut present_late = None;
-    reader
-        .query(&q, &mut |r| {
-            keys.push(r.key);
-            if keys.len() == 50 {
+    let e = reader
+        .query(&q, &mut |_| {
+            keys += 1;
+            if keys == 50 {
                 dropper.drop_table("d").unwrap();
                 dropped_at = Some(Instant::now());
             }
-            if keys.len() == 350 {
-                // 1.2 s after the drop, 1.4 s after the view was last
-                // looked up: past the view's TTL (0.5 s) and lease (1 s).
-                present_late = Some(table_dir.is_dir());
-            }
             std::thread::sleep(Duration::from_millis(4));
         })
-        .unwrap();
-    assert!(dropped_at.is_some());
-    assert_eq!(
-        present_late,
-        Some(true),
-        "the dropped table's files were removed while a scan server read them"
+        .unwrap_err();
+    let dropped_at = dropped_at.expect("the drop happened");
+    assert!(keys < 400, "the scan read the whole dropped table");
+    assert!(
+        dropped_at.elapsed() < Duration::from_secs(5),
+        "the scan went on for {:?} after the drop",
+        dropped_at.elapsed()
     );
-    let mut want: Vec<Vec<u8>> = (0..400).map(key).collect();
-    want.sort();
-    assert_eq!(keys, want, "rows lost or repeated across the drop");
-    // Once the view expires and its reservation ends, the files go.
+    let msg = e.to_string();
+    assert!(
+        msg.contains("dropped") || msg.contains("no table") || msg.contains("not found"),
+        "{msg}"
+    );
+    // A reader that keeps asking the scan server directly is refused, and
+    // cannot keep the files alive.
+    let admin = c.admin.clone();
     let t0 = Instant::now();
     while table_dir.exists() {
+        let r = c.rt.block_on(async {
+            let mut raw = common::raw_tserver_as(&ss, Some(&admin)).await;
+            raw.get(tablinum_proto::v1::GetRequest {
+                table: "d".into(),
+                key: key(1),
+                table_id,
+                tablet_id: 0,
+                ..Default::default()
+            })
+            .await
+        });
+        match r {
+            // The scan server learns of the drop with its next heartbeat.
+            Ok(_) => assert!(
+                dropped_at.elapsed() < Duration::from_secs(1),
+                "a scan server served a table dropped {:?} ago",
+                dropped_at.elapsed()
+            ),
+            Err(e) => {
+                assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+                assert!(e.message().contains("dropped"), "{}", e.message());
+            }
+        }
         assert!(
-            t0.elapsed() < Duration::from_secs(20),
+            t0.elapsed() < Duration::from_secs(15),
             "the dropped table's files were never removed"
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A read token may hold only its share of a scan server's streams, as on
+/// tablet servers; others are still served.
+#[test]
+fn one_caller_holds_only_its_share_of_a_scan_servers_streams() {
+    use tablinum_proto::v1::{self, scan_many_client_message::Msg as M};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    let ss = c.add_sserver(|s| s.scan_streams_per_caller_max = 2);
+    wait_sservers(&c, 1);
+    let table = c
+        .client
+        .create_table("share", Split::Even(1), Durability::Sync)
+        .unwrap();
+    c.wait_open("share", 1);
+    write_all(&c, "share", 50, 1);
+    c.client.flush("share").unwrap();
+    let (_, greedy) = c.client.create_token(Role::Read, "greedy").unwrap();
+    let (_, other) = c.client.create_token(Role::Read, "other").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    c.rt.block_on(async {
+        let open = |cred: tablinum_auth::Credential| {
+            let ss = ss.clone();
+            async move {
+                let mut raw = common::raw_tserver_as(&ss, Some(&cred)).await;
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                tx.send(v1::ScanManyClientMessage {
+                    msg: Some(M::Start(v1::ScanManyStart {
+                        scans: vec![v1::ScanStart {
+                            table: "share".into(),
+                            table_id: table.id,
+                            tablet_id: 0,
+                            window: 1,
+                            batch_rows: 1,
+                            ..Default::default()
+                        }],
+                    })),
+                })
+                .unwrap();
+                let mut s = raw
+                    .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+                    .await?
+                    .into_inner();
+                match tokio::time::timeout(Duration::from_secs(10), s.message()).await {
+                    Ok(Ok(Some(_))) => Ok((tx, s)),
+                    Ok(Ok(None)) => Err(tonic::Status::unknown("ended")),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(tonic::Status::unknown("no message within 10 s")),
+                }
+            }
+        };
+        let a = open(greedy.clone()).await.unwrap();
+        let b = open(greedy.clone()).await.unwrap();
+        let e = open(greedy.clone()).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_streams_per_caller_max = 2"),
+            "{}",
+            e.message()
+        );
+        open(other.clone()).await.unwrap();
+        drop((a, b));
+        // Its streams gone, the greedy caller is served again.
+        let t0 = std::time::Instant::now();
+        while let Err(e) = open(greedy.clone()).await {
+            assert!(t0.elapsed() < Duration::from_secs(5), "{e:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
 }

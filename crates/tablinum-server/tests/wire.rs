@@ -675,7 +675,7 @@ fn status_page_and_metrics_are_served_over_http() {
         "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {forged}\r\n\r\n"
     ));
     assert!(
-        f.starts_with("HTTP/1.1 401") && f.contains("wrong secret"),
+        f.starts_with("HTTP/1.1 401") && f.contains("its secret is wrong"),
         "{f}"
     );
     // HTTP Basic with the token as password (what a browser sends).

@@ -16,9 +16,14 @@
 //!   anything;
 //! - a stream that holds unacknowledged batches gives up (`AckTimeout`)
 //!   once the consumer has made no progress for the ack-wait timeout.
-//!   Progress is an ack of a batch, a cancel, or a keepalive reporting more
-//!   rows consumed than before (a consumer busy with other servers' tablets
-//!   says so); an empty ack is not. A stream holding nothing is never idle.
+//!   Progress is an ack of a batch, a cancel, the transport taking a
+//!   message ([`Credits::taken`]), or a keepalive reporting more rows
+//!   consumed than before (a consumer busy with other servers' tablets says
+//!   so); an empty ack is not. A keepalive is the consumer's claim: the
+//!   server counts it only while the transport holds nothing of this stream
+//!   (the consumer is demonstrably reading), and [`Credits::seen`] tells
+//!   when the last progress the server saw itself happened. A stream
+//!   holding nothing is never idle.
 //!
 //! Never blocks, never reads a clock, never allocates per batch beyond its
 //! queue of batch sizes.
@@ -80,6 +85,9 @@ pub struct Credits {
     /// The highest progress a keepalive reported (rows).
     progress: u64,
     last_progress: Instant,
+    /// The last progress the server saw itself (an ack, a cancel, the
+    /// transport taking a message): never a keepalive's claim.
+    last_seen: Instant,
 }
 
 impl Credits {
@@ -102,6 +110,7 @@ impl Credits {
             stream_bytes_max,
             progress: 0,
             last_progress: now,
+            last_seen: now,
         }
     }
 
@@ -227,14 +236,30 @@ impl Credits {
         self.bytes_in_flight -= freed;
         if progressed {
             self.last_progress = now;
+            self.last_seen = now;
         }
         freed
     }
 
+    /// The transport took one of this stream's messages (the consumer's
+    /// side drained it): progress the server sees itself.
+    pub fn taken(&mut self, now: Instant) {
+        self.last_progress = now;
+        self.last_seen = now;
+    }
+
+    /// When the server last saw progress itself (see [`Credits::taken`]);
+    /// keepalives do not move it.
+    pub fn seen(&self) -> Instant {
+        self.last_seen
+    }
+
     /// A keepalive reporting the consumer's `progress` (rows it has taken
-    /// from all its sources): a higher value than before is progress.
-    pub fn keepalive(&mut self, progress: u64, now: Instant) {
-        if progress > self.progress {
+    /// from all its sources): a higher value than before is progress, but
+    /// only while `drained` (the transport holds none of this stream's
+    /// messages): a consumer that reads nothing cannot claim progress.
+    pub fn keepalive(&mut self, progress: u64, drained: bool, now: Instant) {
+        if drained && progress > self.progress {
             self.progress = progress;
             self.last_progress = now;
         }
@@ -254,9 +279,17 @@ impl Credits {
                 .any(|&i| self.slots.get(i).is_some_and(|c| !c.cancelled))
     }
 
-    /// The consumer went away: every slot stops.
-    pub fn end(&mut self) {
+    /// The consumer went away: every slot stops, and the bytes of batches
+    /// it will never acknowledge are freed (returned).
+    pub fn end(&mut self) -> usize {
         self.ended = true;
+        let freed: usize = self
+            .slots
+            .iter_mut()
+            .map(|c| c.sizes.drain(..).sum::<usize>())
+            .sum();
+        self.bytes_in_flight -= freed;
+        freed
     }
 
     /// Bytes of this stream's unacknowledged batches.
@@ -323,17 +356,45 @@ mod tests {
         let t1 = t0 + WAIT / 2;
         // An empty ack is not progress; a higher keepalive is.
         c.ack(0, 0, 0, false, t1);
-        c.keepalive(10, t1);
+        c.keepalive(10, true, t1);
         assert_eq!(
             c.take(&[0], false, WAIT, t1 + WAIT / 2),
             Take::Wait {
                 deadline: Some(t1 + WAIT)
             }
         );
-        c.keepalive(10, t1 + WAIT / 2); // the same value: not progress
+        c.keepalive(10, true, t1 + WAIT / 2); // the same value: not progress
         assert_eq!(
             c.take(&[0], false, WAIT, t1 + WAIT),
             Take::Stop(CreditStop::AckTimeout)
+        );
+        // Keepalives are claims: the server's own sightings stay put.
+        assert_eq!(c.seen(), t0);
+    }
+
+    #[test]
+    fn a_keepalive_counts_only_while_the_transport_is_drained() {
+        let t0 = Instant::now();
+        let mut c = Credits::new(&[1], usize::MAX, t0);
+        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        c.sent(0, 10);
+        // The consumer's transport holds a message: its claim is ignored.
+        c.keepalive(5, false, t0 + WAIT / 2);
+        assert_eq!(
+            c.take(&[0], false, WAIT, t0 + WAIT),
+            Take::Stop(CreditStop::AckTimeout)
+        );
+        // The transport taking a message is progress the server saw.
+        let mut c = Credits::new(&[1], usize::MAX, t0);
+        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        c.sent(0, 10);
+        c.taken(t0 + WAIT / 2);
+        assert_eq!(c.seen(), t0 + WAIT / 2);
+        assert_eq!(
+            c.take(&[0], false, WAIT, t0 + WAIT),
+            Take::Wait {
+                deadline: Some(t0 + WAIT + WAIT / 2)
+            }
         );
     }
 
