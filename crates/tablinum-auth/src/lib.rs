@@ -22,7 +22,7 @@ pub mod token;
 pub mod verifier;
 
 pub use token::{ClusterSecret, Credential, NewToken, Role};
-pub use verifier::{authorize, Authenticator, Bearer, Grant, Need, Principal, Verifier};
+pub use verifier::{authorize, Authenticator, Bearer, CallPath, Grant, Need, Principal, Verifier};
 
 /// What went wrong reading or checking credentials; the message names it
 /// and never holds a secret.

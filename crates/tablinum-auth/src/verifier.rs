@@ -233,7 +233,19 @@ impl Verifier {
 pub struct Authenticator {
     verifier: Arc<Verifier>,
     certs_are_members: bool,
+    needs: Option<CallNeeds>,
 }
+
+/// What a call needs by its gRPC path, and the call's name (see
+/// [`Authenticator::with_needs`]).
+pub type CallNeeds = fn(&str) -> Option<(Need, &'static str)>;
+
+/// The gRPC path of a call (`/package.Service/Method`), put in the
+/// request's extensions by a layer in front of the [`Authenticator`] so it
+/// can refuse a call the caller's role does not allow before its body is
+/// read.
+#[derive(Debug, Clone)]
+pub struct CallPath(pub String);
 
 impl Authenticator {
     /// Checks callers with `verifier`. With `certs_are_members` (the
@@ -244,7 +256,17 @@ impl Authenticator {
         Authenticator {
             verifier,
             certs_are_members,
+            needs: None,
         }
+    }
+
+    /// Also refuses, before the request body is read, a call whose
+    /// [`CallPath`] `needs` maps to a need (and the call's name) the
+    /// caller's role does not meet: PERMISSION_DENIED in the words of
+    /// [`authorize`], which each handler still runs.
+    pub fn with_needs(mut self, needs: CallNeeds) -> Authenticator {
+        self.needs = Some(needs);
+        self
     }
 }
 
@@ -262,9 +284,25 @@ impl tonic::service::Interceptor for Authenticator {
                 }
             }
         };
+        if let (Some(needs), Some(CallPath(path))) =
+            (self.needs, req.extensions().get::<CallPath>())
+        {
+            if let Some((need, call)) = needs(path) {
+                if !p.may(need) {
+                    return Err(denied(call, need, &p));
+                }
+            }
+        }
         req.extensions_mut().insert(p);
         Ok(req)
     }
+}
+
+fn denied(call: &str, need: Need, p: &Principal) -> Status {
+    Status::permission_denied(format!(
+        "{call} needs {}; the caller has {p}",
+        need_name(need)
+    ))
 }
 
 /// The caller of `req` if it may make a call needing `need`; otherwise
@@ -279,10 +317,7 @@ pub fn authorize<T>(req: &Request<T>, need: Need, call: &str) -> Result<Principa
     if p.may(need) {
         Ok(p.clone())
     } else {
-        Err(Status::permission_denied(format!(
-            "{call} needs {}; the caller has {p}",
-            need_name(need)
-        )))
+        Err(denied(call, need, p))
     }
 }
 

@@ -5,7 +5,8 @@
 //! Requests are treated as hostile: the head is read up to
 //! [`REQUEST_HEAD_BYTES_MAX`] bytes within [`REQUEST_TIMEOUT_MS`] (the
 //! whole exchange must finish within it too), at most [`CONNECTIONS_MAX`]
-//! connections are served at once, a malformed request gets 400, and only
+//! connections are served at once (a newcomer ends the oldest connection
+//! still sending its head), a malformed request gets 400, and only
 //! GET is served; anything else gets a 4xx. Every path but `/health` needs
 //! credentials (`Authorization: Bearer <token>`, or HTTP Basic with the
 //! token as password, so a browser can ask for it): a read token or better,
@@ -14,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,8 @@ use crate::tserver::Tserver;
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 << 10;
 /// Time a client has to send its request head, and to take the response, ms.
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
-/// Connections served at once; more wait to be accepted.
+/// Connections served at once; beyond it a newcomer ends the oldest one
+/// still sending its head, or waits if every one is answering.
 pub const CONNECTIONS_MAX: usize = 256;
 /// Pause after a failed accept (e.g. out of file descriptors), ms.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
@@ -853,10 +855,13 @@ fn tls_config(t: &crate::config::ListenerTls) -> Result<tokio_rustls::TlsAccepto
 
 /// Serves `node` on `listener` (through `tls` when set) until `stop` fires:
 /// HTTP/1.1 by hyper, one request per connection, at most
-/// [`CONNECTIONS_MAX`] connections at once (more wait to be accepted), each
-/// given [`REQUEST_TIMEOUT_MS`] for its TLS handshake, request head
+/// [`CONNECTIONS_MAX`] connections at once, each given
+/// [`REQUEST_TIMEOUT_MS`] for its TLS handshake, request head
 /// ([`REQUEST_HEAD_BYTES_MAX`] at most) and response; a malformed request
-/// gets 400 and a closed connection.
+/// gets 400 and a closed connection. When every place is taken, a new
+/// connection ends the oldest one still sending its head (a client that
+/// trickles its request delays nobody), and waits only if every place is
+/// answering.
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
@@ -864,14 +869,9 @@ pub async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    // Connections still in their handshake or head, oldest first.
+    let mut heads: VecDeque<(tokio::task::AbortHandle, Arc<AtomicBool>)> = VecDeque::new();
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            _ = stop.changed() => return,
-        };
         let (sock, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -882,32 +882,53 @@ pub async fn serve(
             },
             _ = stop.changed() => return,
         };
+        heads.retain(|(h, read)| !h.is_finished() && !read.load(Ordering::Acquire));
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if let Some((h, _)) = heads.pop_front() {
+                    h.abort();
+                }
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+        };
         let node = node.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let read = Arc::new(AtomicBool::new(false));
+        let head_read = read.clone();
+        let task = tokio::spawn(async move {
             let _permit = permit;
             let timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
             let _ = tokio::time::timeout(timeout, async move {
                 match tls {
-                    None => serve_connection(sock, node).await,
+                    None => serve_connection(sock, node, head_read).await,
                     Some(acceptor) => {
                         if let Ok(s) = acceptor.accept(sock).await {
-                            serve_connection(s, node).await;
+                            serve_connection(s, node, head_read).await;
                         }
                     }
                 }
             })
             .await;
         });
+        heads.push_back((task.abort_handle(), read));
     }
 }
 
-/// Serves one request on `io` (plain TCP or TLS), then closes it.
-async fn serve_connection<S>(io: S, node: Arc<Node>)
+/// Serves one request on `io` (plain TCP or TLS), then closes it; sets
+/// `head_read` once the request head has arrived.
+async fn serve_connection<S>(io: S, node: Arc<Node>, head_read: Arc<AtomicBool>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        head_read.store(true, Ordering::Release);
         let node = node.clone();
         async move { Ok::<_, std::convert::Infallible>(respond(&node, &req)) }
     });

@@ -245,7 +245,8 @@ pub async fn start(
     let auth = Authenticator::new(
         verifier,
         tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
-    );
+    )
+    .with_needs(call_need);
     let msvc = mgr.map(|m| {
         InterceptedService::new(
             ManagerServer::new(manager::ManagerService(m))
@@ -268,6 +269,7 @@ pub async fn start(
         let r = builder
             .tcp_nodelay(true)
             .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
+            .layer(tower::util::MapRequestLayer::new(with_call_path))
             .add_optional_service(msvc)
             .add_optional_service(tsvc)
             .serve_with_incoming_shutdown(
@@ -358,7 +360,8 @@ pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
     let auth = Authenticator::new(
         verifier,
         tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
-    );
+    )
+    .with_needs(call_need);
     let svc = InterceptedService::new(
         TabletServerServer::new(sserver::SserverService(ss))
             .max_decoding_message_size(max)
@@ -371,6 +374,7 @@ pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
         let r = builder
             .tcp_nodelay(true)
             .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
+            .layer(tower::util::MapRequestLayer::new(with_call_path))
             .add_service(svc)
             .serve_with_incoming_shutdown(listen::incoming(grpc_l), async move {
                 let _ = stop_grpc.changed().await;
@@ -407,6 +411,52 @@ fn grpc_builder(tls: Option<&config::ListenerTls>) -> Result<tonic::transport::S
             .map_err(|e| Error::Tls(format!("TLS settings: {e}")))?;
     }
     Ok(builder)
+}
+
+/// Puts a call's gRPC path in its extensions, for the authenticator.
+fn with_call_path<B>(mut r: ::http::Request<B>) -> ::http::Request<B> {
+    let path = tablinum_auth::CallPath(r.uri().path().to_string());
+    r.extensions_mut().insert(path);
+    r
+}
+
+/// What each RPC needs, by its gRPC path, so the authenticator refuses a
+/// call the caller's role does not allow before its body is read (a read
+/// token's 80 MiB Write is never decoded). The handlers check again, and
+/// some need more for some requests (a write to topic settings needs
+/// admin): this is the least any request of the RPC needs.
+pub fn call_need(path: &str) -> Option<(tablinum_auth::Need, &'static str)> {
+    use tablinum_auth::Need::{Admin, Cluster, Read, Write};
+    let method = path
+        .strip_prefix("/tablinum.v1.Manager/")
+        .or_else(|| path.strip_prefix("/tablinum.v1.TabletServer/"))?;
+    Some(match method {
+        "CreateTable" => (Admin, "CreateTable"),
+        "DropTable" => (Admin, "DropTable"),
+        "CreateToken" => (Admin, "CreateToken"),
+        "ListTokens" => (Admin, "ListTokens"),
+        "RevokeToken" => (Admin, "RevokeToken"),
+        "SubmitFlow" => (Admin, "SubmitFlow"),
+        "StopFlow" => (Admin, "StopFlow"),
+        "DropFlow" => (Admin, "DropFlow"),
+        "Heartbeat" => (Cluster, "Heartbeat"),
+        "ScanServerHeartbeat" => (Cluster, "ScanServerHeartbeat"),
+        "WorkerHeartbeat" => (Cluster, "WorkerHeartbeat"),
+        "Write" => (Write, "Write"),
+        "Flush" => (Write, "Flush"),
+        "Append" => (Write, "Append"),
+        "ListTables" => (Read, "ListTables"),
+        "TabletMap" => (Read, "TabletMap"),
+        "ClusterStatus" => (Read, "ClusterStatus"),
+        "ListScanServers" => (Read, "ListScanServers"),
+        "ListFlows" => (Read, "ListFlows"),
+        "Get" => (Read, "Get"),
+        "Head" => (Read, "Head"),
+        "Scan" => (Read, "Scan"),
+        "ScanMany" => (Read, "ScanMany"),
+        "Query" => (Read, "Query"),
+        _ => return None,
+    })
 }
 
 /// A request message that does not decode is the caller's fault: tonic

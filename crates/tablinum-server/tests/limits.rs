@@ -375,6 +375,27 @@ fn an_ack_window_over_the_maximum_ends_the_stream_as_bad_input() {
     });
 }
 
+/// Sends `path` a body that does not decode as a WriteRequest (field 1 is
+/// a string; this sends a varint there) as `cred`; its error.
+async fn undecodable(addr: &str, cred: &tablinum_auth::Credential, path: &str) -> tonic::Status {
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let ch = tonic::service::interceptor::InterceptedService::new(
+        ch,
+        tablinum_auth::Bearer::new(Some(cred)),
+    );
+    let mut grpc = tonic::client::Grpc::new(ch);
+    grpc.ready().await.unwrap();
+    let wrong = v1::FlushResponse { tablets: 7 };
+    let codec = tonic_prost::ProstCodec::<v1::FlushResponse, v1::WriteResponse>::default();
+    grpc.unary(tonic::Request::new(wrong), path.parse().unwrap(), codec)
+        .await
+        .unwrap_err()
+}
+
 #[test]
 fn a_request_that_does_not_decode_is_invalid_argument() {
     let dir = tempfile::tempdir().unwrap();
@@ -382,28 +403,12 @@ fn a_request_that_does_not_decode_is_invalid_argument() {
     table_with_rows(&c, "dec", 1, 10);
     let addr = c.addr();
     c.rt.block_on(async {
-        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let ch = tonic::service::interceptor::InterceptedService::new(
-            ch,
-            tablinum_auth::Bearer::new(Some(&common::secret().credential())),
-        );
-        let mut grpc = tonic::client::Grpc::new(ch);
-        grpc.ready().await.unwrap();
-        // Field 1 of a WriteRequest is a string; this sends a varint there.
-        let wrong = v1::FlushResponse { tablets: 7 };
-        let codec = tonic_prost::ProstCodec::<v1::FlushResponse, v1::WriteResponse>::default();
-        let e = grpc
-            .unary(
-                tonic::Request::new(wrong),
-                "/tablinum.v1.TabletServer/Write".parse().unwrap(),
-                codec,
-            )
-            .await
-            .unwrap_err();
+        let e = undecodable(
+            &addr,
+            &common::secret().credential(),
+            "/tablinum.v1.TabletServer/Write",
+        )
+        .await;
         assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
         assert!(e.message().contains("decode"), "{}", e.message());
     });
@@ -536,8 +541,9 @@ fn http_answers_garbage_with_400_and_idle_clients_delay_nobody() {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     assert!(out.starts_with("HTTP/1.1 400"), "{out:?}");
-    // 200 clients that send half a request and wait do not delay /metrics.
-    let idle: Vec<_> = (0..200)
+    // More clients than the server serves at once send half a request and
+    // wait: they do not delay /metrics (the oldest make room).
+    let idle: Vec<_> = (0..tablinum_server::http::CONNECTIONS_MAX + 20)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(http).unwrap();
             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
@@ -886,4 +892,55 @@ fn stalled_queries_are_capped_per_caller_and_end_after_the_ack_wait() {
         }
         drop((stalled, five));
     });
+}
+
+/// A call the caller's role does not allow is refused before its body is
+/// read: a read token's undecodable Write gets PERMISSION_DENIED, not the
+/// INVALID_ARGUMENT of decoding it (which the cluster member gets).
+#[test]
+fn a_call_the_role_does_not_allow_is_refused_before_its_body_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "pre", 1, 10);
+    let (_, reader) = c.client.create_token(Role::Read, "reader").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let addr = c.addr();
+    let send = |cred: tablinum_auth::Credential, path: &'static str| {
+        c.rt.block_on(undecodable(&addr, &cred, path))
+    };
+    for path in [
+        "/tablinum.v1.TabletServer/Write",
+        "/tablinum.v1.TabletServer/Append",
+        "/tablinum.v1.Manager/CreateTable",
+        "/tablinum.v1.Manager/Heartbeat",
+    ] {
+        let e = send(reader.clone(), path);
+        assert_eq!(e.code(), Code::PermissionDenied, "{path}: {e:?}");
+        assert!(
+            e.message().contains("the caller has read token"),
+            "{}",
+            e.message()
+        );
+    }
+    let e = send(
+        common::secret().credential(),
+        "/tablinum.v1.TabletServer/Write",
+    );
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    // Every RPC of the API has a need.
+    let proto = include_str!("../../tablinum-proto/proto/tablinum.proto");
+    let mut service = "";
+    for line in proto.lines().map(str::trim) {
+        if let Some(s) = line.strip_prefix("service ") {
+            service = s.split_whitespace().next().unwrap();
+        }
+        if let Some(r) = line.strip_prefix("rpc ") {
+            let name = r.split('(').next().unwrap().trim();
+            let path = format!("/tablinum.v1.{service}/{name}");
+            assert!(
+                tablinum_server::call_need(&path).is_some(),
+                "{path} has no need in call_need"
+            );
+        }
+    }
 }
