@@ -93,6 +93,10 @@ fn need_name(need: Need) -> &'static str {
 struct Tokens {
     version: u64,
     grants: HashMap<String, Grant>,
+    /// Until when the set is known to be current, on a server that learns
+    /// it from the manager with a lease (None: no bound, as in the
+    /// manager's own process).
+    until: Option<std::time::Instant>,
 }
 
 /// Checks credentials against the cluster secret and the valid tokens.
@@ -102,10 +106,6 @@ pub struct Verifier {
     /// Member proofs, keyed with SHA-256 of the cluster secret.
     members: crate::member::Checker,
     tokens: RwLock<Tokens>,
-    /// Until when the token set is known to be current, on a server that
-    /// learns it from the manager with a lease (None: no bound, as in the
-    /// manager's own process).
-    tokens_until: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 impl Verifier {
@@ -113,10 +113,10 @@ impl Verifier {
     pub fn new(secret: &ClusterSecret) -> Arc<Verifier> {
         Arc::new(Verifier {
             members: crate::member::Checker::new(secret.sha256()),
-            tokens_until: parking_lot::Mutex::new(None),
             tokens: RwLock::new(Tokens {
                 version: 0,
                 grants: HashMap::new(),
+                until: None,
             }),
         })
     }
@@ -126,7 +126,8 @@ impl Verifier {
     pub fn set_tokens(&self, version: u64, grants: HashMap<String, Grant>) {
         let mut t = self.tokens.write();
         if version > t.version || (version == t.version && grants != t.grants) {
-            *t = Tokens { version, grants };
+            t.version = version;
+            t.grants = grants;
         }
     }
 
@@ -135,9 +136,9 @@ impl Verifier {
     /// renewal, so a server cut off from the manager never serves a token
     /// revoked meanwhile. Members are not affected.
     pub fn renew_tokens_until(&self, until: std::time::Instant) {
-        let mut u = self.tokens_until.lock();
-        if u.is_none_or(|old| until > old) {
-            *u = Some(until);
+        let mut t = self.tokens.write();
+        if t.until.is_none_or(|old| until > old) {
+            t.until = Some(until);
         }
     }
 
@@ -171,7 +172,14 @@ impl Verifier {
                  (tbm1.…) made from it, never the secret",
             ));
         }
-        if let Some(until) = *self.tokens_until.lock() {
+        let id = c.token_id().unwrap_or_default();
+        let secret = c.expose().rsplit('.').next().unwrap_or_default();
+        // The digest is computed and compared whether or not the id is
+        // known, and a refusal reads the same either way: neither the text
+        // nor the time tells which token ids exist.
+        let digest = sha256(secret.as_bytes());
+        let t = self.tokens.read();
+        if let Some(until) = t.until {
             let now = std::time::Instant::now();
             if now > until {
                 return Err(Status::unavailable(format!(
@@ -182,13 +190,6 @@ impl Verifier {
                 )));
             }
         }
-        let id = c.token_id().unwrap_or_default();
-        let secret = c.expose().rsplit('.').next().unwrap_or_default();
-        // The digest is computed and compared whether or not the id is
-        // known, and a refusal reads the same either way: neither the text
-        // nor the time tells which token ids exist.
-        let digest = sha256(secret.as_bytes());
-        let t = self.tokens.read();
         let g = t.grants.get(id);
         let matches = digest_eq(&digest, g.map_or(&[0u8; 32], |g| &g.secret_sha256));
         match g {

@@ -106,14 +106,13 @@ pub struct Ticket {
 struct ServerPlaces {
     _permit: OwnedSemaphorePermit,
     _slots: Option<OwnedSemaphorePermit>,
-    running: Option<(Arc<Admission>, u64)>,
+    running: (Arc<Admission>, u64),
 }
 
 impl Drop for ServerPlaces {
     fn drop(&mut self) {
-        if let Some((a, id)) = &self.running {
-            a.running.lock().remove(id);
-        }
+        let (a, id) = &self.running;
+        a.running.lock().remove(id);
     }
 }
 
@@ -245,18 +244,7 @@ impl Admission {
                 self.limits.slots_max - self.slots.available_permits()
             ))
         })?;
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        Ok((
-            Ticket {
-                server: Mutex::new(Some(ServerPlaces {
-                    _permit: permit,
-                    _slots: Some(slot_permits),
-                    running: Some((self.clone(), id)),
-                })),
-                _caller: place,
-            },
-            id,
-        ))
+        Ok(self.ticket(permit, Some(slot_permits), place))
     }
 
     /// Registers stream `id`'s credits, killer and the table ids it reads
@@ -368,6 +356,25 @@ impl Admission {
         true
     }
 
+    /// A ticket holding these places, under a new running id.
+    fn ticket(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        slots: Option<OwnedSemaphorePermit>,
+        caller: Option<CallerPlace>,
+    ) -> (Ticket, u64) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let ticket = Ticket {
+            server: Mutex::new(Some(ServerPlaces {
+                _permit: permit,
+                _slots: slots,
+                running: (self.clone(), id),
+            })),
+            _caller: caller,
+        };
+        (ticket, id)
+    }
+
     /// Admits a `Query` (a server-side merge) for `caller`, or answers
     /// RESOURCE_EXHAUSTED naming the limit. Register its killer with
     /// [`Admission::track`] (no credits) so a revocation ends it.
@@ -393,18 +400,7 @@ impl Admission {
                 n = self.limits.queries_max
             ))
         })?;
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        Ok((
-            Ticket {
-                server: Mutex::new(Some(ServerPlaces {
-                    _permit: permit,
-                    _slots: None,
-                    running: Some((self.clone(), id)),
-                })),
-                _caller: place,
-            },
-            id,
-        ))
+        Ok(self.ticket(permit, None, place))
     }
 }
 

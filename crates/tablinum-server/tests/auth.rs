@@ -822,7 +822,6 @@ fn a_revoked_token_fails_on_a_scan_server_cut_off_from_the_manager() {
 /// RevokeToken returning, while other callers' streams go on.
 #[test]
 fn streams_of_a_revoked_token_end_with_the_revocation() {
-    use tablinum_proto::v1::{scan_many_client_message::Msg as M, ScanManyClientMessage};
     let dir = tempfile::tempdir().unwrap();
     let c = setup(dir.path());
     let (info, doomed) = c.client.create_token(Role::Read, "doomed").unwrap();
@@ -830,26 +829,16 @@ fn streams_of_a_revoked_token_end_with_the_revocation() {
     std::thread::sleep(Duration::from_millis(400));
     let addr = c.addr();
     let open = |cred: Credential| {
-        let addr = addr.clone();
-        c.rt.block_on(async move {
-            let mut raw = common::raw_tserver_as(&addr, Some(&cred)).await;
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tx.send(ScanManyClientMessage {
-                msg: Some(M::Start(v1::ScanManyStart {
-                    scans: vec![v1::ScanStart {
-                        table: "t".into(),
-                        window: 1,
-                        batch_rows: 1,
-                        ..Default::default()
-                    }],
-                })),
-            })
-            .unwrap();
-            let mut s = raw
-                .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        let scan = v1::ScanStart {
+            table: "t".into(),
+            window: 1,
+            batch_rows: 1,
+            ..Default::default()
+        };
+        c.rt.block_on(async {
+            let (tx, mut s) = common::open_many(&addr, Some(&cred), vec![scan])
                 .await
-                .unwrap()
-                .into_inner();
+                .unwrap();
             assert!(s.message().await.unwrap().is_some());
             (tx, s)
         })

@@ -11,41 +11,12 @@ use std::time::{Duration, Instant};
 use tablinum_auth::Role;
 use tablinum_client::{Durability, Error, Mutation, Query, Split};
 use tablinum_proto::v1::{
-    self, scan_many_client_message::Msg as M, ScanManyAcks, ScanManyClientMessage, ScanManyStart,
-    ScanStart, SlotAck,
+    self, scan_many_client_message::Msg as M, ScanManyAcks, ScanManyClientMessage, ScanStart,
+    SlotAck,
 };
-use tokio::sync::mpsc::UnboundedSender;
 use tonic::{Code, Streaming};
 
-use common::{drain_for, TestCluster};
-
-type Many = (
-    UnboundedSender<ScanManyClientMessage>,
-    Streaming<v1::ScanManyBatch>,
-);
-
-/// Opens a raw ScanMany stream of `scans` as the cluster member, or as
-/// `cred` when given.
-async fn open_many(
-    addr: &str,
-    cred: Option<&tablinum_auth::Credential>,
-    scans: Vec<ScanStart>,
-) -> Result<Many, tonic::Status> {
-    let mut c = match cred {
-        Some(cred) => common::raw_tserver_as(addr, Some(cred)).await,
-        None => common::raw_tserver(addr).await,
-    };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tx.send(ScanManyClientMessage {
-        msg: Some(M::Start(ScanManyStart { scans })),
-    })
-    .unwrap();
-    let s = c
-        .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
-        .await?
-        .into_inner();
-    Ok((tx, s))
-}
+use common::{drain_for, open_many, TestCluster};
 
 /// The first message of a stream, or its error.
 async fn first(s: &mut Streaming<v1::ScanManyBatch>) -> Result<v1::ScanManyBatch, tonic::Status> {

@@ -714,7 +714,7 @@ fn a_dropped_table_is_unreadable_through_scan_servers_and_its_files_go() {
 /// tablet servers; others are still served.
 #[test]
 fn one_caller_holds_only_its_share_of_a_scan_servers_streams() {
-    use tablinum_proto::v1::{self, scan_many_client_message::Msg as M};
+    use tablinum_proto::v1;
     let dir = tempfile::tempdir().unwrap();
     let mut c = TestCluster::start(dir.path(), |_| {});
     let ss = c.add_sserver(|s| s.scan_streams_per_caller_max = 2);
@@ -732,26 +732,16 @@ fn one_caller_holds_only_its_share_of_a_scan_servers_streams() {
     c.rt.block_on(async {
         let open = |cred: tablinum_auth::Credential| {
             let ss = ss.clone();
+            let scan = v1::ScanStart {
+                table: "share".into(),
+                table_id: table.id,
+                tablet_id: 0,
+                window: 1,
+                batch_rows: 1,
+                ..Default::default()
+            };
             async move {
-                let mut raw = common::raw_tserver_as(&ss, Some(&cred)).await;
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                tx.send(v1::ScanManyClientMessage {
-                    msg: Some(M::Start(v1::ScanManyStart {
-                        scans: vec![v1::ScanStart {
-                            table: "share".into(),
-                            table_id: table.id,
-                            tablet_id: 0,
-                            window: 1,
-                            batch_rows: 1,
-                            ..Default::default()
-                        }],
-                    })),
-                })
-                .unwrap();
-                let mut s = raw
-                    .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
-                    .await?
-                    .into_inner();
+                let (tx, mut s) = common::open_many(&ss, Some(&cred), vec![scan]).await?;
                 match tokio::time::timeout(Duration::from_secs(10), s.message()).await {
                     Ok(Ok(Some(_))) => Ok((tx, s)),
                     Ok(Ok(None)) => Err(tonic::Status::unknown("ended")),

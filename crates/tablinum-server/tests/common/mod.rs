@@ -226,3 +226,34 @@ pub async fn drain_for<T>(s: &mut tonic::Streaming<T>, d: Duration) -> Vec<T> {
     }
     got
 }
+
+/// A raw ScanMany stream: its request side and its answers.
+pub type Many = (
+    tokio::sync::mpsc::UnboundedSender<tablinum_proto::v1::ScanManyClientMessage>,
+    tonic::Streaming<tablinum_proto::v1::ScanManyBatch>,
+);
+
+/// Opens a raw ScanMany stream of `scans` as the cluster member, or as
+/// `cred` when given.
+pub async fn open_many(
+    addr: &str,
+    cred: Option<&tablinum_auth::Credential>,
+    scans: Vec<tablinum_proto::v1::ScanStart>,
+) -> Result<Many, tonic::Status> {
+    let mut c = match cred {
+        Some(cred) => raw_tserver_as(addr, Some(cred)).await,
+        None => raw_tserver(addr).await,
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(tablinum_proto::v1::ScanManyClientMessage {
+        msg: Some(tablinum_proto::v1::scan_many_client_message::Msg::Start(
+            tablinum_proto::v1::ScanManyStart { scans },
+        )),
+    })
+    .unwrap();
+    let s = c
+        .scan_many(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok((tx, s))
+}
