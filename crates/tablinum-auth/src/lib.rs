@@ -7,8 +7,10 @@
 //!   cluster secret's hash and the valid tokens' hashes, never a secret),
 //!   the [`Principal`] it yields and the [`Need`] of each call; its tonic
 //!   interceptors for servers and clients;
-//! - [`member`]: member proofs (`tbm1.…`), with which members show they
-//!   know the cluster secret without sending it, each good once;
+//! - [`proof`]: member proofs (`tbm1.…`) and client token proofs
+//!   (`tbp1.…`), with which callers show they hold a secret without
+//!   sending it, each good once and at one server, and the answer with
+//!   which that server shows it is a member;
 //! - [`files`]: secret files (mode 0600, written atomically) and the
 //!   user's credentials file (one token per cluster address).
 //!
@@ -17,12 +19,15 @@
 //! without the secret.
 
 pub mod files;
-pub mod member;
+pub mod proof;
 pub mod token;
 pub mod verifier;
 
 pub use token::{ClusterSecret, Credential, NewToken, Role};
-pub use verifier::{authorize, Authenticator, Bearer, CallPath, Grant, Need, Principal, Verifier};
+pub use verifier::{
+    authorize, Answering, AnsweringLayer, Authenticator, Bearer, CallPath, Caller, Grant, Need,
+    Principal, Verifier,
+};
 
 /// What went wrong reading or checking credentials; the message names it
 /// and never holds a secret.

@@ -1,9 +1,14 @@
 //! Checking callers: the [`Verifier`] (the cluster secret's hash and the
 //! valid tokens' hashes), the [`Principal`] a credential proves, the
-//! [`Need`] of a call, and the tonic interceptors that carry them: the
-//! server's [`Authenticator`] (refuses calls without valid credentials and
-//! records the principal) and the client's [`Bearer`] (adds the
-//! `authorization` header to every call).
+//! [`Need`] of a call, and what carries them:
+//!
+//! - on servers, the [`Answering`] layer (checks a call's proof once and
+//!   answers it with [`ANSWER`], which proves the server is a member) and
+//!   the [`Authenticator`] interceptor (refuses calls without valid
+//!   credentials and records the principal);
+//! - on clients, the [`Caller`] service: adds a fresh proof for the server
+//!   it dials to every call ([`Bearer`]) and refuses an answer that does
+//!   not prove the server.
 //!
 //! A handler decides what it needs with [`authorize`]; a handler reached
 //! without the authenticator fails closed (UNAUTHENTICATED).
@@ -13,13 +18,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
 use tonic::{Request, Status};
 
+use crate::proof::{Prover, Refusal, MEMBER_PREFIX, TOKEN_PROOF_PREFIX};
 use crate::token::{digest_eq, sha256, ClusterSecret, Credential, Role, CLUSTER_PREFIX};
 
 /// The metadata key (HTTP header) credentials travel in.
 pub const AUTHORIZATION: &str = "authorization";
+/// The response header a server proves itself with: [`crate::proof::answer`]
+/// of the call's proof.
+pub const ANSWER: &str = "tablinum-answer";
 
 /// A valid token as a verifier knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,16 +113,25 @@ struct Tokens {
 /// Shared by every listener of a process; tokens are replaced as a whole
 /// with a version (the manager's metadata is the source).
 pub struct Verifier {
-    /// Member proofs, keyed with SHA-256 of the cluster secret.
-    members: crate::member::Checker,
+    /// Proofs: the cluster's key, the names this process answers as, the
+    /// nonces seen.
+    proofs: crate::proof::Checker,
     tokens: RwLock<Tokens>,
 }
 
+fn refused(r: Refusal) -> Status {
+    match r {
+        Refusal::Overloaded => Status::unavailable(r.to_string()),
+        _ => Status::unauthenticated(r.to_string()),
+    }
+}
+
 impl Verifier {
-    /// A verifier of `secret` knowing no tokens yet (version 0).
+    /// A verifier of `secret` knowing no tokens yet (version 0), and nobody's
+    /// audience until [`Verifier::answer_as`] names it.
     pub fn new(secret: &ClusterSecret) -> Arc<Verifier> {
         Arc::new(Verifier {
-            members: crate::member::Checker::new(secret.sha256()),
+            proofs: crate::proof::Checker::new(secret.sha256()),
             tokens: RwLock::new(Tokens {
                 version: 0,
                 grants: HashMap::new(),
@@ -152,15 +171,72 @@ impl Verifier {
         self.tokens.read().version
     }
 
+    /// The audiences this process answers proofs for: its gRPC address as
+    /// the tablet map names it, and [`crate::proof::MANAGER_AUDIENCE`]
+    /// where the manager runs.
+    pub fn answer_as(&self, names: Vec<String>) {
+        self.proofs.answer_as(names);
+    }
+
+    /// Token `id`'s digest sealed for the wire (or, applied to a sealed
+    /// one, unsealed): XOR with HMAC-SHA256 of the id keyed with the
+    /// cluster's key. A heartbeat answer carries grants sealed, because a
+    /// digest and one captured token proof would give the token's secret.
+    pub fn seal_grant(&self, id: &str, digest: &[u8; 32]) -> [u8; 32] {
+        crate::proof::seal_grant(self.proofs.member_key(), id, digest)
+    }
+
     /// The principal `credential` proves, or why it proves none.
     pub fn check(&self, credential: &str) -> Result<Principal, Status> {
+        self.check_answering(credential).map(|(p, _)| p)
+    }
+
+    /// Refuses client tokens while the token set's lease has lapsed.
+    fn lease_holds(t: &Tokens) -> Result<(), Status> {
+        if let Some(until) = t.until {
+            let now = std::time::Instant::now();
+            if now > until {
+                return Err(Status::unavailable(format!(
+                    "this server's token set expired {} ms ago (it has not heard from the \
+                     manager within its token lease): tokens are refused until it does; \
+                     try another server",
+                    (now - until).as_millis()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The principal `credential` proves and, for a proof, the answer
+    /// ([`ANSWER`]) that proves this server to the caller.
+    pub fn check_answering(&self, credential: &str) -> Result<(Principal, Option<String>), Status> {
         let credential = credential.trim();
-        if credential.starts_with(crate::member::MEMBER_PREFIX) {
-            return self
-                .members
-                .check(credential)
-                .map(|()| Principal::Cluster)
-                .map_err(|r| Status::unauthenticated(r.to_string()));
+        let now_ms = crate::proof::unix_ms();
+        if credential.starts_with(MEMBER_PREFIX) {
+            self.proofs
+                .check_member_at(credential, now_ms)
+                .map_err(refused)?;
+            let a = crate::proof::answer(self.proofs.member_key(), credential);
+            return Ok((Principal::Cluster, Some(a)));
+        }
+        if credential.starts_with(TOKEN_PROOF_PREFIX) {
+            let t = self.tokens.read();
+            Self::lease_holds(&t)?;
+            let mut grant = None;
+            let id = self
+                .proofs
+                .check_token_at(
+                    credential,
+                    |id| {
+                        grant = t.grants.get(id).cloned();
+                        grant.as_ref().map(|g| g.secret_sha256)
+                    },
+                    now_ms,
+                )
+                .map_err(refused)?;
+            let g = grant.expect("a checked token proof has its grant");
+            let a = crate::proof::answer(&g.secret_sha256, credential);
+            return Ok((Principal::Token { id, role: g.role }, Some(a)));
         }
         let c = Credential::parse(credential)
             .map_err(|e| Status::unauthenticated(format!("bad credentials: {e}")))?;
@@ -179,46 +255,24 @@ impl Verifier {
         // nor the time tells which token ids exist.
         let digest = sha256(secret.as_bytes());
         let t = self.tokens.read();
-        if let Some(until) = t.until {
-            let now = std::time::Instant::now();
-            if now > until {
-                return Err(Status::unavailable(format!(
-                    "this server's token set expired {} ms ago (it has not heard from the \
-                     manager within its token lease): tokens are refused until it does; \
-                     try another server",
-                    (now - until).as_millis()
-                )));
-            }
-        }
+        Self::lease_holds(&t)?;
         let g = t.grants.get(id);
         let matches = digest_eq(&digest, g.map_or(&[0u8; 32], |g| &g.secret_sha256));
         match g {
-            Some(g) if matches => Ok(Principal::Token {
-                id: id.to_string(),
-                role: g.role,
-            }),
-            _ => Err(Status::unauthenticated(format!(
-                "token {id} is unknown or revoked, or its secret is wrong"
-            ))),
+            Some(g) if matches => Ok((
+                Principal::Token {
+                    id: id.to_string(),
+                    role: g.role,
+                },
+                None,
+            )),
+            _ => Err(refused(Refusal::UnknownToken(id.to_string()))),
         }
     }
 
     /// The principal of an `authorization` header value (`Bearer <credential>`).
     pub fn check_header(&self, value: Option<&[u8]>) -> Result<Principal, Status> {
-        let Some(v) = value else {
-            return Err(Status::unauthenticated(
-                "no credentials: pass a token (--token, TABLINUM_TOKEN or the credentials file)",
-            ));
-        };
-        let v = std::str::from_utf8(v)
-            .map_err(|_| Status::unauthenticated("bad credentials: authorization is not text"))?;
-        let cred = v
-            .strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("bad credentials: authorization must be `Bearer <token>`")
-            })?;
-        self.check(cred)
+        self.check(credential_of(value)?)
     }
 
     /// The principal of a gRPC call's metadata.
@@ -226,6 +280,28 @@ impl Verifier {
         self.check_header(md.get(AUTHORIZATION).map(|v| v.as_bytes()))
     }
 }
+
+/// The credential of an `authorization` header value (`Bearer <credential>`).
+fn credential_of(value: Option<&[u8]>) -> Result<&str, Status> {
+    let Some(v) = value else {
+        return Err(Status::unauthenticated(
+            "no credentials: pass a token (--token, TABLINUM_TOKEN or the credentials file)",
+        ));
+    };
+    let v = std::str::from_utf8(v)
+        .map_err(|_| Status::unauthenticated("bad credentials: authorization is not text"))?;
+    v.strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .ok_or_else(|| {
+            Status::unauthenticated("bad credentials: authorization must be `Bearer <token>`")
+        })
+}
+
+/// The outcome of checking a call's credential, put in its extensions by
+/// [`Answering`] so the [`Authenticator`] does not check (and spend the
+/// proof) twice.
+#[derive(Debug, Clone)]
+struct Prechecked(Result<Principal, Status>);
 
 /// The server interceptor: refuses calls without valid credentials
 /// (UNAUTHENTICATED) and records the caller's [`Principal`] for
@@ -273,7 +349,11 @@ impl Authenticator {
 
 impl tonic::service::Interceptor for Authenticator {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        let p = match self.verifier.check_metadata(req.metadata()) {
+        let checked = match req.extensions().get::<Prechecked>() {
+            Some(Prechecked(r)) => r.clone(),
+            None => self.verifier.check_metadata(req.metadata()),
+        };
+        let p = match checked {
             Ok(p) => p,
             Err(e) => {
                 let has_bearer = req.metadata().get(AUTHORIZATION).is_some();
@@ -322,19 +402,80 @@ pub fn authorize<T>(req: &Request<T>, need: Need, call: &str) -> Result<Principa
     }
 }
 
-/// The client interceptor: adds `authorization: Bearer <credential>` to
-/// every call (marked sensitive, so it is never logged by the HTTP/2 stack).
-/// A cluster credential is never sent: each call carries a fresh member
-/// proof made from it ([`crate::member`]).
-#[derive(Clone, Default)]
-pub struct Bearer(BearerKind);
+/// The server layer in front of every service: checks a call's proof once
+/// (for the [`Authenticator`]) and, when it holds, answers with [`ANSWER`]
+/// so the caller knows it reached a member of the cluster. Calls carrying
+/// a raw token or nothing pass to the authenticator unanswered.
+#[derive(Clone)]
+pub struct AnsweringLayer(pub Arc<Verifier>);
 
-#[derive(Clone, Default)]
-enum BearerKind {
-    #[default]
-    None,
-    Token(AsciiMetadataValue),
-    Member(crate::member::Prover),
+impl<S> tower_layer::Layer<S> for AnsweringLayer {
+    type Service = Answering<S>;
+    fn layer(&self, inner: S) -> Answering<S> {
+        Answering {
+            inner,
+            verifier: self.0.clone(),
+        }
+    }
+}
+
+/// See [`AnsweringLayer`].
+#[derive(Clone)]
+pub struct Answering<S> {
+    inner: S,
+    verifier: Arc<Verifier>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Answering<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let proof = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| credential_of(Some(v.as_bytes())).ok())
+            .map(str::trim)
+            .filter(|c| c.starts_with(MEMBER_PREFIX) || c.starts_with(TOKEN_PROOF_PREFIX))
+            .map(str::to_string);
+        let Some(proof) = proof else {
+            return Box::pin(self.inner.call(req));
+        };
+        let checked = self.verifier.check_answering(&proof);
+        let answer = checked
+            .as_ref()
+            .ok()
+            .and_then(|(_, a)| a.as_deref())
+            .and_then(|a| http::HeaderValue::from_str(a).ok());
+        req.extensions_mut()
+            .insert(Prechecked(checked.map(|(p, _)| p)));
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if let Some(a) = answer {
+                resp.headers_mut().insert(ANSWER, a);
+            }
+            Ok(resp)
+        })
+    }
+}
+
+/// What a client presents: a fresh proof for one server (its audience) on
+/// every call; the proof is of a client token or, for members, of the
+/// cluster secret. Neither secret is ever sent.
+#[derive(Clone)]
+pub struct Bearer {
+    prover: Option<Prover>,
+    audience: Arc<str>,
 }
 
 fn header(credential: &str) -> Option<AsciiMetadataValue> {
@@ -344,38 +485,50 @@ fn header(credential: &str) -> Option<AsciiMetadataValue> {
 }
 
 impl Bearer {
-    /// Calls carrying `credential` (none: calls carry nothing and are refused).
-    pub fn new(credential: Option<&Credential>) -> Bearer {
-        Bearer(match credential {
-            None => BearerKind::None,
-            Some(c) if c.is_cluster() => {
+    /// Calls carrying proofs of `credential` (none: calls carry nothing and
+    /// are refused) made for `audience`: the address the tablet map names
+    /// the server by, or [`crate::proof::MANAGER_AUDIENCE`].
+    pub fn new(credential: Option<&Credential>, audience: &str) -> Bearer {
+        let prover = credential.and_then(|c| {
+            if c.is_cluster() {
                 let secret = &c.expose()[CLUSTER_PREFIX.len()..];
-                BearerKind::Member(crate::member::Prover::new(sha256(secret.as_bytes())))
+                Some(Prover::member(sha256(secret.as_bytes())))
+            } else {
+                let secret = c.expose().rsplit('.').next().unwrap_or_default();
+                Prover::token(c.token_id()?, secret)
             }
-            Some(c) => header(c.expose()).map_or(BearerKind::None, BearerKind::Token),
-        })
+        });
+        Bearer {
+            prover,
+            audience: audience.into(),
+        }
+    }
+
+    /// The proof of the next call and the answer that proves the server,
+    /// if any credential is presented.
+    pub fn next(&self) -> Option<crate::proof::Proof> {
+        Some(self.prover.as_ref()?.proof(&self.audience))
     }
 
     /// The `authorization` value of the next call, if any.
     pub fn value(&self) -> Option<AsciiMetadataValue> {
-        match &self.0 {
-            BearerKind::None => None,
-            BearerKind::Token(v) => Some(v.clone()),
-            BearerKind::Member(p) => header(&p.proof()),
-        }
+        header(&self.next()?.text)
+    }
+
+    /// Whom the proofs are made for.
+    pub fn audience(&self) -> &str {
+        &self.audience
     }
 }
 
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
-            BearerKind::None => "Bearer(none)",
-            BearerKind::Token(_) => "Bearer(…)",
-            BearerKind::Member(_) => "Bearer(member proofs)",
-        })
+        write!(f, "Bearer({:?} for {})", self.prover, self.audience)
     }
 }
 
+/// Adds the header without checking the answer (for tests that play a
+/// raw client).
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
         if let Some(v) = self.value() {
@@ -383,6 +536,80 @@ impl tonic::service::Interceptor for Bearer {
         }
         Ok(req)
     }
+}
+
+/// A client transport that proves its caller on every call ([`Bearer`])
+/// and trusts an answer only when it proves the server: a successful
+/// answer without the expected [`ANSWER`] (a process on a dead server's
+/// port, a forged server) fails the call with UNAVAILABLE before a byte of
+/// it is read. An error answer without one passes (a refusal carries no
+/// data, and a real server refusing the proof cannot answer it).
+#[derive(Clone)]
+pub struct Caller<S> {
+    inner: S,
+    bearer: Bearer,
+}
+
+impl<S> Caller<S> {
+    /// Calls through `inner` presenting `bearer`.
+    pub fn new(inner: S, bearer: Bearer) -> Caller<S> {
+        Caller { inner, bearer }
+    }
+}
+
+/// Whether a response is a gRPC error answered in its headers alone.
+fn is_refusal<B>(resp: &http::Response<B>) -> bool {
+    resp.headers()
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Caller<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Error: Into<StdError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = StdError;
+    type Future = BoxFuture<S::Response, StdError>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StdError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let expected = self.bearer.next().and_then(|p| {
+            let mut v = http::HeaderValue::from_str(&format!("Bearer {}", p.text)).ok()?;
+            v.set_sensitive(true);
+            req.headers_mut().insert(AUTHORIZATION, v);
+            Some(p.expected_answer)
+        });
+        let audience = self.bearer.audience.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await.map_err(Into::into)?;
+            let Some(expected) = expected else {
+                return Ok(resp);
+            };
+            let proven = resp
+                .headers()
+                .get(ANSWER)
+                .is_some_and(|a| answer_eq(a.as_bytes(), expected.as_bytes()));
+            if proven || is_refusal(&resp) {
+                return Ok(resp);
+            }
+            Err(Box::new(Status::unavailable(format!(
+                "the server at {audience} did not prove it is a member of this cluster \
+                 (its answer lacks the proof only a member can make): not trusted"
+            ))) as StdError)
+        })
+    }
+}
+
+/// Equality of two answers in time independent of where they differ.
+fn answer_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -407,6 +634,7 @@ mod tests {
     fn setup() -> (ClusterSecret, Arc<Verifier>, NewToken) {
         let s = ClusterSecret::generate().unwrap();
         let v = Verifier::new(&s);
+        v.answer_as(vec!["manager".into()]);
         let t = NewToken::generate().unwrap();
         v.set_tokens(1, read_grant(&t));
         (s, v, t)
@@ -416,7 +644,9 @@ mod tests {
     fn credentials_are_checked() {
         let (s, v, t) = setup();
         // Members send proofs, good once; the secret itself is refused.
-        let member = Bearer::new(Some(&s.credential())).value().unwrap();
+        let member = Bearer::new(Some(&s.credential()), "manager")
+            .value()
+            .unwrap();
         let proof = member.to_str().unwrap().strip_prefix("Bearer ").unwrap();
         assert!(proof.starts_with("tbm1.") && !proof.contains(&s.file_text().trim()[..16]));
         assert_eq!(v.check(proof).unwrap(), Principal::Cluster);
@@ -438,7 +668,9 @@ mod tests {
         let e = v.check(&forged).unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
         let other = ClusterSecret::generate().unwrap();
-        let theirs = Bearer::new(Some(&other.credential())).value().unwrap();
+        let theirs = Bearer::new(Some(&other.credential()), "manager")
+            .value()
+            .unwrap();
         assert!(v
             .check(theirs.to_str().unwrap().strip_prefix("Bearer ").unwrap())
             .unwrap_err()
@@ -506,7 +738,9 @@ mod tests {
         let e = v.check(t.token.expose()).unwrap_err();
         assert_eq!(e.code(), Code::Unavailable, "{e:?}");
         assert!(e.message().contains("token lease"), "{}", e.message());
-        let member = Bearer::new(Some(&s.credential())).value().unwrap();
+        let member = Bearer::new(Some(&s.credential()), "manager")
+            .value()
+            .unwrap();
         let proof = member.to_str().unwrap().strip_prefix("Bearer ").unwrap();
         assert_eq!(v.check(proof).unwrap(), Principal::Cluster);
         v.renew_tokens_until(now + std::time::Duration::from_secs(60));
@@ -516,7 +750,7 @@ mod tests {
     #[test]
     fn interceptors_carry_and_check() {
         let (_, v, t) = setup();
-        let mut bearer = Bearer::new(Some(&t.token));
+        let mut bearer = Bearer::new(Some(&t.token), "manager");
         let req = bearer.call(Request::new(())).unwrap();
         let mut auth = Authenticator::new(v, false);
         let req = auth.call(req).unwrap();

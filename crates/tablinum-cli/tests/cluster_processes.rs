@@ -529,7 +529,7 @@ fn a_paused_tablet_server_is_fenced_and_its_tablets_served_elsewhere() {
             .unwrap();
         let mut c = tablinum_proto::v1::tablet_server_client::TabletServerClient::with_interceptor(
             ch,
-            tablinum_auth::Bearer::new(Some(&admin)),
+            tablinum_auth::Bearer::new(Some(&admin), &victim),
         );
         c.get(tablinum_proto::v1::GetRequest {
             table: "p".into(),

@@ -35,7 +35,6 @@ use tablinum_proto::v1::{
 };
 use tablinum_stream::merge::{merge, MergeQuery};
 use tablinum_stream::window::{initial_window, WindowMode};
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
@@ -48,7 +47,7 @@ pub use point::ReadStats;
 pub use tablinum_auth::{Credential, Role};
 
 /// A connection that adds the caller's credential to every call.
-pub type Transport = InterceptedService<Channel, tablinum_auth::Bearer>;
+pub type Transport = tablinum_auth::Caller<Channel>;
 pub use tablinum_dispatch::{Profile, Profiles};
 pub use types::{
     ClusterStatus, Durability, Head, IndexTerm, Mutation, ScanServer, ServerStatus, Table, Tablet,
@@ -484,8 +483,11 @@ impl AsyncClient {
     }
 
     fn with_channel(ch: Channel, cfg: ClientConfig) -> Self {
-        let bearer = tablinum_auth::Bearer::new(cfg.credential.as_ref());
-        let manager = ManagerClient::with_interceptor(ch, bearer)
+        let bearer = tablinum_auth::Bearer::new(
+            cfg.credential.as_ref(),
+            tablinum_auth::proof::MANAGER_AUDIENCE,
+        );
+        let manager = ManagerClient::new(tablinum_auth::Caller::new(ch, bearer))
             .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX);
         AsyncClient {
@@ -513,9 +515,9 @@ impl AsyncClient {
 
     /// The connection to `addr`, with this client's credential.
     pub(crate) fn transport(&self, addr: &str) -> Result<Transport> {
-        Ok(InterceptedService::new(
+        Ok(tablinum_auth::Caller::new(
             self.channel(addr)?,
-            tablinum_auth::Bearer::new(self.inner.cfg.credential.as_ref()),
+            tablinum_auth::Bearer::new(self.inner.cfg.credential.as_ref(), addr),
         ))
     }
 

@@ -49,6 +49,8 @@ pub struct Limits {
     pub streams_per_caller_max: usize,
     /// Tablet scans (slots of every stream) running at once.
     pub slots_max: usize,
+    /// Tablet scans of one caller at once.
+    pub slots_per_caller_max: usize,
     /// Queries (server-side merges) running at once.
     pub queries_max: usize,
     /// Queries of one caller at once.
@@ -71,6 +73,7 @@ pub struct Admission {
     slots: Arc<Semaphore>,
     queries: Arc<Semaphore>,
     callers: Arc<Mutex<HashMap<String, usize>>>,
+    caller_slots: Arc<Mutex<HashMap<String, usize>>>,
     caller_queries: Arc<Mutex<HashMap<String, usize>>>,
     /// Running streams, for eviction: caller (None: a member), credits and
     /// what kills the stream.
@@ -106,6 +109,8 @@ pub struct Ticket {
 struct ServerPlaces {
     _permit: OwnedSemaphorePermit,
     _slots: Option<OwnedSemaphorePermit>,
+    /// The caller's share of `_slots`.
+    _caller_slots: Option<CallerPlace>,
     running: (Arc<Admission>, u64),
 }
 
@@ -123,17 +128,18 @@ impl Ticket {
     }
 }
 
-/// One place in a caller's count; leaves it when dropped.
+/// Places in a caller's count; leaves it when dropped.
 struct CallerPlace {
     map: Arc<Mutex<HashMap<String, usize>>>,
     id: String,
+    n: usize,
 }
 
 impl Drop for CallerPlace {
     fn drop(&mut self) {
         let mut m = self.map.lock();
         if let Some(n) = m.get_mut(&self.id) {
-            *n -= 1;
+            *n = n.saturating_sub(self.n);
             if *n == 0 {
                 m.remove(&self.id);
             }
@@ -146,15 +152,29 @@ fn take_caller_place(
     id: &str,
     max: usize,
 ) -> Option<CallerPlace> {
+    take_caller_places(map, id, max, 1)
+}
+
+/// `want` places of caller `id`, if its count stays within `max`.
+fn take_caller_places(
+    map: &Arc<Mutex<HashMap<String, usize>>>,
+    id: &str,
+    max: usize,
+    want: usize,
+) -> Option<CallerPlace> {
     let mut m = map.lock();
     let n = m.entry(id.to_string()).or_default();
-    if *n >= max {
+    if n.saturating_add(want) > max {
+        if *n == 0 {
+            m.remove(id);
+        }
         return None;
     }
-    *n += 1;
+    *n += want;
     Some(CallerPlace {
         map: map.clone(),
         id: id.to_string(),
+        n: want,
     })
 }
 
@@ -168,6 +188,7 @@ impl Admission {
             limits,
             server,
             callers: Arc::new(Mutex::new(HashMap::new())),
+            caller_slots: Arc::new(Mutex::new(HashMap::new())),
             caller_queries: Arc::new(Mutex::new(HashMap::new())),
             running: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
@@ -234,6 +255,24 @@ impl Admission {
                 }
             }
         };
+        let caller_slots = match caller_id {
+            Some(id) => Some(
+                take_caller_places(
+                    &self.caller_slots,
+                    id,
+                    self.limits.slots_per_caller_max,
+                    slots,
+                )
+                .ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "{slots} more tablet scans of token {id} would pass \
+                         scan_slots_per_caller_max = {} on {}",
+                        self.limits.slots_per_caller_max, self.server,
+                    ))
+                })?,
+            ),
+            None => None,
+        };
         let n = u32::try_from(slots).unwrap_or(u32::MAX);
         let slot_permits = self.slots.clone().try_acquire_many_owned(n).map_err(|_| {
             Status::resource_exhausted(format!(
@@ -244,7 +283,7 @@ impl Admission {
                 self.limits.slots_max - self.slots.available_permits()
             ))
         })?;
-        Ok(self.ticket(permit, Some(slot_permits), place))
+        Ok(self.ticket(permit, Some((slot_permits, caller_slots)), place))
     }
 
     /// Registers stream `id`'s credits, killer and the table ids it reads
@@ -360,14 +399,16 @@ impl Admission {
     fn ticket(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
-        slots: Option<OwnedSemaphorePermit>,
+        slots: Option<(OwnedSemaphorePermit, Option<CallerPlace>)>,
         caller: Option<CallerPlace>,
     ) -> (Ticket, u64) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (slots, caller_slots) = slots.map_or((None, None), |(s, c)| (Some(s), c));
         let ticket = Ticket {
             server: Mutex::new(Some(ServerPlaces {
                 _permit: permit,
                 _slots: slots,
+                _caller_slots: caller_slots,
                 running: (self.clone(), id),
             })),
             _caller: caller,

@@ -53,6 +53,11 @@ pub const QUERIES_PER_CALLER_MAX_DEFAULT: usize = 8;
 /// Tablet scans (ScanMany slots; a Scan is one) one tablet server runs at
 /// once: a ScanMany of 4,096 slots counts 4,096.
 pub const SCAN_SLOTS_MAX_DEFAULT: usize = 16_384;
+/// Tablet scans one caller (one client token) runs at once on one server:
+/// one batch scan of `BATCH_RANGES_MAX` ranges fits, and no caller can
+/// take every slot (nor read one tablet more than this many times at once
+/// with overlapping slots). Cluster members are not counted.
+pub const SCAN_SLOTS_PER_CALLER_MAX_DEFAULT: usize = 4_096;
 /// Bytes of unacknowledged batches one scan stream may hold, across its
 /// slots (a slot holding none may always send one batch).
 pub const STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 64 << 20;
@@ -87,6 +92,7 @@ const _: () = {
     assert!(BATCH_BYTES_DEFAULT <= BATCH_BYTES_MAX);
     assert!(SCAN_STREAMS_PER_CALLER_MAX_DEFAULT <= SCAN_STREAMS_MAX_DEFAULT);
     assert!(SCAN_STREAMS_MAX_DEFAULT <= SCAN_SLOTS_MAX_DEFAULT);
+    assert!(SCAN_SLOTS_PER_CALLER_MAX_DEFAULT < SCAN_SLOTS_MAX_DEFAULT);
     assert!(STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT <= SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT);
     // A batch (at most BATCH_BYTES_MAX plus one 64 MiB row) fits one
     // message with room for framing.
@@ -329,6 +335,8 @@ pub struct TserverConfig {
     pub scan_streams_per_caller_max: usize,
     /// Tablet scans (ScanMany slots) running at once, at most.
     pub scan_slots_max: usize,
+    /// Tablet scans of one caller (token) running at once, at most.
+    pub scan_slots_per_caller_max: usize,
     /// Queries (server-side merges) running at once, at most.
     pub queries_max: usize,
     /// Queries of one caller (token) running at once, at most.
@@ -399,6 +407,7 @@ impl Default for TserverConfig {
             scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
             scan_streams_per_caller_max: SCAN_STREAMS_PER_CALLER_MAX_DEFAULT,
             scan_slots_max: SCAN_SLOTS_MAX_DEFAULT,
+            scan_slots_per_caller_max: SCAN_SLOTS_PER_CALLER_MAX_DEFAULT,
             queries_max: QUERIES_MAX_DEFAULT,
             queries_per_caller_max: QUERIES_PER_CALLER_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
@@ -430,6 +439,7 @@ impl TserverConfig {
             streams_max: self.scan_streams_max,
             streams_per_caller_max: self.scan_streams_per_caller_max,
             slots_max: self.scan_slots_max,
+            slots_per_caller_max: self.scan_slots_per_caller_max,
             queries_max: self.queries_max,
             queries_per_caller_max: self.queries_per_caller_max,
             idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
@@ -480,6 +490,10 @@ impl TserverConfig {
                 self.scan_streams_per_caller_max as u64,
             ),
             ("scan_slots_max", self.scan_slots_max as u64),
+            (
+                "scan_slots_per_caller_max",
+                self.scan_slots_per_caller_max as u64,
+            ),
             ("queries_max", self.queries_max as u64),
             ("queries_per_caller_max", self.queries_per_caller_max as u64),
             (
@@ -607,6 +621,8 @@ pub struct SserverConfig {
     pub scan_streams_per_caller_max: usize,
     /// Tablet scans (ScanMany slots) running at once, at most.
     pub scan_slots_max: usize,
+    /// Tablet scans of one caller (token) running at once, at most.
+    pub scan_slots_per_caller_max: usize,
     /// Bytes of unacknowledged batches per scan stream, at most.
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
@@ -645,6 +661,7 @@ impl Default for SserverConfig {
             scan_streams_max: SCAN_STREAMS_MAX_DEFAULT,
             scan_streams_per_caller_max: SCAN_STREAMS_PER_CALLER_MAX_DEFAULT,
             scan_slots_max: SCAN_SLOTS_MAX_DEFAULT,
+            scan_slots_per_caller_max: SCAN_SLOTS_PER_CALLER_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
             cluster_secret_file: PathBuf::new(),
@@ -663,6 +680,7 @@ impl SserverConfig {
             streams_max: self.scan_streams_max,
             streams_per_caller_max: self.scan_streams_per_caller_max,
             slots_max: self.scan_slots_max,
+            slots_per_caller_max: self.scan_slots_per_caller_max,
             queries_max: 0,
             queries_per_caller_max: 0,
             idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
@@ -710,6 +728,10 @@ impl SserverConfig {
                 self.scan_streams_per_caller_max as u64,
             ),
             ("scan_slots_max", self.scan_slots_max as u64),
+            (
+                "scan_slots_per_caller_max",
+                self.scan_slots_per_caller_max as u64,
+            ),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("ack_wait_timeout_ms", self.ack_wait_timeout_ms),
             (

@@ -35,10 +35,13 @@ pub(crate) async fn run<F, Fut>(
             return;
         }
     };
-    let mgr = ManagerClient::with_interceptor(
+    let mgr = ManagerClient::new(tablinum_auth::Caller::new(
         ep.connect_lazy(),
-        tablinum_auth::Bearer::new(Some(&secret.credential())),
-    );
+        tablinum_auth::Bearer::new(
+            Some(&secret.credential()),
+            tablinum_auth::proof::MANAGER_AUDIENCE,
+        ),
+    ));
     let mut failing = false;
     loop {
         match beat(mgr.clone()).await {

@@ -227,6 +227,7 @@ pub async fn start(
         }
         None => None,
     };
+    let msvc_present = mgr.is_some();
     let mgr_ts = mgr.clone().zip(ts.clone());
     let node = http::Node::new(mgr.clone(), ts.clone(), verifier.clone());
     let http_tls = match &tls {
@@ -242,6 +243,14 @@ pub async fn start(
     )));
     let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
     // Every call passes the authenticator first: no credentials, no call.
+    // Proofs are good only at the server they were made for: this one
+    // answers as its address in the tablet map, and as the manager.
+    let mut names = vec![grpc.to_string()];
+    if msvc_present {
+        names.push(tablinum_auth::proof::MANAGER_AUDIENCE.to_string());
+    }
+    verifier.answer_as(names);
+    let answering = tablinum_auth::AnsweringLayer(verifier.clone());
     let auth = Authenticator::new(
         verifier,
         tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
@@ -270,6 +279,7 @@ pub async fn start(
             .tcp_nodelay(true)
             .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
             .layer(tower::util::MapRequestLayer::new(with_call_path))
+            .layer(answering)
             .add_optional_service(msvc)
             .add_optional_service(tsvc)
             .serve_with_incoming_shutdown(
@@ -357,6 +367,8 @@ pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
         stop_rx.clone(),
     )));
     let max = tablinum_proto::GRPC_MESSAGE_BYTES_MAX;
+    verifier.answer_as(vec![grpc.to_string()]);
+    let answering = tablinum_auth::AnsweringLayer(verifier.clone());
     let auth = Authenticator::new(
         verifier,
         tls.as_ref().is_some_and(|t| t.client_ca_pem.is_some()),
@@ -375,6 +387,7 @@ pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
             .tcp_nodelay(true)
             .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
             .layer(tower::util::MapRequestLayer::new(with_call_path))
+            .layer(answering)
             .add_service(svc)
             .serve_with_incoming_shutdown(listen::incoming(grpc_l), async move {
                 let _ = stop_grpc.changed().await;
@@ -400,7 +413,13 @@ fn grpc_builder(tls: Option<&config::ListenerTls>) -> Result<tonic::transport::S
     let mut builder = tonic::transport::Server::builder();
     if let Some(t) = tls {
         use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut c = ServerTlsConfig::new().identity(Identity::from_pem(&t.cert_pem, &t.key_pem));
+        // The whole handshake has the deadline the listener gives its
+        // first bytes: a peer stalling mid-handshake holds nothing longer.
+        let mut c = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&t.cert_pem, &t.key_pem))
+            .timeout(std::time::Duration::from_millis(
+                listen::HANDSHAKE_TIMEOUT_MS,
+            ));
         if let Some(ca) = &t.client_ca_pem {
             c = c
                 .client_ca_root(Certificate::from_pem(ca))

@@ -191,8 +191,8 @@ struct State {
 
 impl State {
     /// Whether a server holding token set `held` is behind, and then every
-    /// grant (never a secret, only its hash).
-    fn token_update(&self, held: u64) -> (bool, Vec<v1::TokenGrant>) {
+    /// grant (never a secret, only its hash, sealed with the cluster key).
+    fn token_update(&self, held: u64, verifier: &Verifier) -> (bool, Vec<v1::TokenGrant>) {
         if held == self.tokens_version {
             return (false, Vec::new());
         }
@@ -202,7 +202,10 @@ impl State {
             .map(|t| v1::TokenGrant {
                 id: t.id.clone(),
                 role: t.role,
-                secret_sha256: t.secret_sha256.clone(),
+                secret_sha256: match <[u8; 32]>::try_from(t.secret_sha256.as_slice()) {
+                    Ok(d) => verifier.seal_grant(&t.id, &d).to_vec(),
+                    Err(_) => Vec::new(),
+                },
             })
             .collect();
         (true, grants)
@@ -1022,7 +1025,7 @@ impl ManagerRpc for ManagerService {
         // Forget servers silent for long (a listing skips them already).
         st.scan_servers
             .retain(|_, l| l.last.elapsed() < 10 * timeout);
-        let (tokens_changed, tokens) = st.token_update(hb.tokens_version);
+        let (tokens_changed, tokens) = st.token_update(hb.tokens_version, &m.verifier);
         Ok(Response::new(v1::ScanServerHeartbeatResponse {
             tokens_version: st.tokens_version,
             tokens,
@@ -1288,7 +1291,7 @@ impl ManagerRpc for ManagerService {
         }
         m.rebalance()?;
         let st = m.state.lock();
-        let (tokens_changed, tokens) = st.token_update(hb.tokens_version);
+        let (tokens_changed, tokens) = st.token_update(hb.tokens_version, &m.verifier);
         let assignments = st
             .tables
             .values()

@@ -349,8 +349,10 @@ impl Sserver {
         let sent = std::time::Instant::now();
         let r = mgr.scan_server_heartbeat(req).await?.into_inner();
         if r.tokens_changed {
-            self.verifier
-                .set_tokens(r.tokens_version, crate::tserver::grants(&r.tokens));
+            self.verifier.set_tokens(
+                r.tokens_version,
+                crate::tserver::grants(&r.tokens, &self.verifier),
+            );
         }
         if r.token_lease_ms > 0 {
             self.verifier

@@ -174,9 +174,9 @@ struct Lease {
     tablets: HashSet<(u64, u64, u64)>,
 }
 
-/// The token grants of a heartbeat answer, as the verifier keeps them
-/// (malformed ones are skipped: they can match no caller).
-pub(crate) fn grants(tokens: &[v1::TokenGrant]) -> HashMap<String, Grant> {
+/// The token grants of a heartbeat answer, unsealed, as the verifier
+/// keeps them (malformed ones are skipped: they can match no caller).
+pub(crate) fn grants(tokens: &[v1::TokenGrant], verifier: &Verifier) -> HashMap<String, Grant> {
     tokens
         .iter()
         .filter_map(|t| {
@@ -184,7 +184,8 @@ pub(crate) fn grants(tokens: &[v1::TokenGrant]) -> HashMap<String, Grant> {
                 t.id.clone(),
                 Grant {
                     role: Role::from_i32(t.role)?,
-                    secret_sha256: t.secret_sha256.as_slice().try_into().ok()?,
+                    secret_sha256: verifier
+                        .seal_grant(&t.id, &t.secret_sha256.as_slice().try_into().ok()?),
                 },
             ))
         })
@@ -834,7 +835,7 @@ impl Tserver {
         let resp = mgr.heartbeat(req).await?.into_inner();
         if resp.tokens_changed {
             self.verifier
-                .set_tokens(resp.tokens_version, grants(&resp.tokens));
+                .set_tokens(resp.tokens_version, grants(&resp.tokens, &self.verifier));
         }
         // Streams and Queries of tokens revoked since the last check end
         // now (in the manager's process the set changes there).

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tablinum_auth::{ClusterSecret, Credential, Role};
@@ -676,7 +677,10 @@ fn the_cluster_secret_never_travels_and_a_captured_member_proof_is_good_once() {
     let dir = tempfile::tempdir().unwrap();
     let c = setup(dir.path());
     // What a member's interceptor puts on the wire: a fresh proof.
-    let bearer = tablinum_auth::Bearer::new(Some(&common::secret().credential()));
+    let bearer = tablinum_auth::Bearer::new(
+        Some(&common::secret().credential()),
+        tablinum_auth::proof::MANAGER_AUDIENCE,
+    );
     let captured = bearer.value().unwrap();
     let wire = captured.to_str().unwrap().to_string();
     assert!(wire.starts_with("Bearer tbm1."), "{wire}");
@@ -709,8 +713,12 @@ fn the_cluster_secret_never_travels_and_a_captured_member_proof_is_good_once() {
     assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
     assert!(e.message().contains("replayed"), "{}", e.message());
     // An old proof is refused by its time.
-    let old = tablinum_auth::member::Prover::new(common::secret().sha256())
-        .proof_at(tablinum_auth::member::unix_ms() - 60_000);
+    let old = tablinum_auth::proof::Prover::member(common::secret().sha256())
+        .proof_at(
+            tablinum_auth::proof::MANAGER_AUDIENCE,
+            tablinum_auth::proof::unix_ms() - 60_000,
+        )
+        .text;
     let e = call(format!("Bearer {old}").parse().unwrap()).unwrap_err();
     assert!(
         e.message().contains("off this server's clock"),
@@ -858,4 +866,142 @@ fn streams_of_a_revoked_token_end_with_the_revocation() {
     }
     // The other caller's stream is untouched (it waits for an ack).
     assert!(next(&mut b.1).is_err(), "the kept stream ended");
+}
+
+/// A process on a dead server's port, as an outsider writes it with raw
+/// HTTP/2: answers every call with a forged row (a `GetResponse` holding
+/// "forged") and keeps what each caller sent in `authorization`.
+async fn impostor(listener: tokio::net::TcpListener, seen: Arc<Mutex<Vec<String>>>) {
+    use prost::Message;
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            return;
+        };
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let Ok(mut conn) = h2::server::handshake(sock).await else {
+                return;
+            };
+            while let Some(Ok((req, mut respond))) = conn.accept().await {
+                if let Some(a) = req.headers().get("authorization") {
+                    seen.lock()
+                        .unwrap()
+                        .push(a.to_str().unwrap_or_default().to_string());
+                }
+                let resp = http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/grpc")
+                    .body(())
+                    .unwrap();
+                let Ok(mut send) = respond.send_response(resp, false) else {
+                    continue;
+                };
+                let msg = v1::GetResponse {
+                    found: true,
+                    value: b"forged".to_vec(),
+                }
+                .encode_to_vec();
+                let mut frame = vec![0u8];
+                frame.extend(u32::try_from(msg.len()).unwrap().to_be_bytes());
+                frame.extend(msg);
+                let _ = send.send_data(frame.into(), false);
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", "0".parse().unwrap());
+                let _ = send.send_trailers(trailers);
+            }
+        });
+    }
+}
+
+/// A process that takes a dead scan server's port while the manager still
+/// lists it gets no token (each call carries a proof made for that
+/// address, good once and nowhere else) and no trust (its answers lack the
+/// proof only a member can make, so the client never returns its rows).
+#[test]
+fn a_process_on_a_dead_scan_servers_port_gets_no_token_and_no_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = setup(dir.path());
+    c.client.flush("t").unwrap();
+    let ss = c.add_sserver(|_| {});
+    let (_, reader) = c.client.create_token(Role::Read, "reader").unwrap();
+    let secret = reader.expose().rsplit('.').next().unwrap().to_string();
+    // Without a scan server, reads go to the tablet server (the built-in
+    // profile would wait for one).
+    let profiles = tablinum_client::Profiles::from_toml_str(
+        "default = \"p\"\n[profiles.p]\nwhen_no_servers = \"tablet-server\"\n\
+         attempts = [ { servers = 1, busy_timeout_ms = 60000 } ]\n",
+    )
+    .unwrap();
+    let client = tablinum_client::Client::connect_with(
+        &c.addr(),
+        tablinum_client::ClientConfig {
+            dispatcher: Some(Arc::new(profiles)),
+            ..tablinum_client::ClientConfig::with_credential(Some(reader.clone()))
+        },
+    )
+    .unwrap();
+    let eventual = tablinum_client::Consistency::Eventual {
+        profile: None,
+        busy_timeout_ms: None,
+    };
+    // The scan server serves eventual reads first.
+    let t0 = std::time::Instant::now();
+    loop {
+        let (v, s) = client.get_with("t", b"k1", &eventual).unwrap();
+        assert_eq!(v.as_deref(), Some(&b"good"[..]));
+        if s.server == ss {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // It dies; an impostor takes its port at once.
+    let running = c.extra.pop().unwrap();
+    c.rt.block_on(running.shutdown());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let l =
+        c.rt.block_on(tokio::net::TcpListener::bind(&ss))
+            .expect("the dead scan server's port");
+    c.rt.spawn(impostor(l, seen.clone()));
+    // While the manager still lists the dead server, no forged row is
+    // ever returned: every read is the real row or an error.
+    let t0 = std::time::Instant::now();
+    let mut errors = 0;
+    while t0.elapsed() < Duration::from_millis(1_500) {
+        match client.get_with("t", b"k1", &eventual) {
+            Ok((v, _)) => assert_eq!(v.as_deref(), Some(&b"good"[..]), "a forged row"),
+            Err(e) => {
+                errors += 1;
+                assert!(!e.to_string().contains("forged"), "{e}");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let captured = seen.lock().unwrap().clone();
+    assert!(
+        !captured.is_empty(),
+        "the client never reached the impostor ({errors} errors): the test proves nothing"
+    );
+    // What the impostor captured: proofs, never the token; replayed to
+    // the real tablet server (or the manager) they are refused.
+    for a in &captured {
+        assert!(a.starts_with("Bearer tbp1."), "{a}");
+        assert!(!a.contains(&secret), "the token's secret travelled");
+    }
+    let addr = c.addr();
+    let replay = |a: &str| {
+        let (addr, a) = (addr.clone(), a.to_string());
+        c.rt.block_on(async move {
+            let mut m = common::raw_manager_as(&addr, None).await;
+            let mut req = tonic::Request::new(v1::ListTablesRequest::default());
+            req.metadata_mut()
+                .insert("authorization", a.parse().unwrap());
+            m.list_tables(req).await.map(|_| ())
+        })
+    };
+    for a in captured.iter().take(3) {
+        let e = replay(a).unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+        assert!(e.message().contains("made for"), "{}", e.message());
+    }
 }

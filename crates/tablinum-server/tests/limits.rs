@@ -250,6 +250,64 @@ fn every_slot_of_a_scan_many_counts_against_the_tablet_scan_limit() {
     });
 }
 
+/// One token cannot read one tablet more than its slot share at once: a
+/// ScanMany of many overlapping slots counts each against the caller's
+/// `scan_slots_per_caller_max`, across its streams (members are not
+/// counted).
+#[test]
+fn a_callers_tablet_scans_are_capped_across_its_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| t.scan_slots_per_caller_max = 4);
+    table_with_rows(&c, "share", 10, 10);
+    let (_, reader) = c.client.create_token(Role::Read, "reader").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let refused = |r: Result<common::Many, tonic::Status>| async {
+            let e = match r {
+                Err(e) => e,
+                Ok(mut s) => first(&mut s.1).await.unwrap_err(),
+            };
+            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+            assert!(
+                e.message().contains("scan_slots_per_caller_max = 4"),
+                "{}",
+                e.message()
+            );
+        };
+        refused(open_many(&addr, Some(&reader), vec![scan("share", 1, 1); 5]).await).await;
+        let mut three = open_many(&addr, Some(&reader), vec![scan("share", 1, 1); 3])
+            .await
+            .unwrap();
+        first(&mut three.1).await.unwrap();
+        refused(open_many(&addr, Some(&reader), vec![scan("share", 1, 1); 2]).await).await;
+        let mut one = open_many(&addr, Some(&reader), vec![scan("share", 1, 1)])
+            .await
+            .unwrap();
+        first(&mut one.1).await.unwrap();
+        // A member is not a token: its slots count only against the server.
+        let mut member = open_many(&addr, None, vec![scan("share", 1, 1); 8])
+            .await
+            .unwrap();
+        first(&mut member.1).await.unwrap();
+        // The token's slots come back when its streams end.
+        drop(three);
+        let t0 = Instant::now();
+        loop {
+            if let Ok(mut s) = open_many(&addr, Some(&reader), vec![scan("share", 1, 1); 3]).await {
+                if first(&mut s.1).await.is_ok() {
+                    break;
+                }
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "slots never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
 #[test]
 fn keepalives_keep_a_stream_alive_only_while_the_query_progresses() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,7 +414,7 @@ async fn undecodable(addr: &str, cred: &tablinum_auth::Credential, path: &str) -
         .unwrap();
     let ch = tonic::service::interceptor::InterceptedService::new(
         ch,
-        tablinum_auth::Bearer::new(Some(cred)),
+        tablinum_auth::Bearer::new(Some(cred), addr),
     );
     let mut grpc = tonic::client::Grpc::new(ch);
     grpc.ready().await.unwrap();
@@ -454,6 +512,70 @@ fn silent_connections_are_capped_per_address_and_closed_after_the_handshake_time
     let mut n = 0;
     fresh.query(&Query::new("conn"), &mut |_| n += 1).unwrap();
     assert_eq!(n, 1);
+}
+
+/// Connections that complete the HTTP/2 handshake and then go quiet hold
+/// their address's places only until somebody needs one: past
+/// `IDLE_EVICT_MS` of silence a newcomer takes the idlest one's place.
+#[test]
+fn quiet_connections_give_their_places_to_newcomers() {
+    use std::io::{Read, Write};
+    use tablinum_server::listen::{CONNECTIONS_PER_ADDRESS_MAX, IDLE_EVICT_MS};
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |_| {});
+    table_with_rows(&c, "quiet", 1, 10);
+    let addr: std::net::SocketAddr = c.addr().parse().unwrap();
+    // The client preface and an empty SETTINGS frame, then nothing.
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let mut quiet = Vec::new();
+    for _ in 0..CONNECTIONS_PER_ADDRESS_MAX {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&hello).unwrap();
+        quiet.push(s);
+    }
+    let t0 = Instant::now();
+    // Full now: a newcomer from this address is closed at once.
+    let mut probe = std::net::TcpStream::connect(addr).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(2_000)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        matches!(probe.read(&mut buf), Ok(0) | Err(_)),
+        "a connection past the limit was kept"
+    );
+    // Once they have been quiet long enough, a real client is served: it
+    // takes the place of a quiet one, which is closed.
+    std::thread::sleep(Duration::from_millis(IDLE_EVICT_MS + 1_000).saturating_sub(t0.elapsed()));
+    let fresh = common::client_as(&c.addr(), &c.admin);
+    let mut n = 0;
+    fresh.query(&Query::new("quiet"), &mut |_| n += 1).unwrap();
+    assert_eq!(n, 1);
+    let mut closed = 0;
+    for s in &mut quiet {
+        s.set_nonblocking(true).unwrap();
+        let mut rest = [0u8; 4096];
+        loop {
+            match s.read(&mut rest) {
+                Ok(0) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    closed += 1;
+                    break;
+                }
+            }
+        }
+    }
+    assert!(closed >= 1, "no quiet connection gave its place");
+    assert!(
+        closed <= 8,
+        "{closed} quiet connections closed for one client"
+    );
 }
 
 #[test]

@@ -20,13 +20,14 @@ pub fn secret() -> ClusterSecret {
     ClusterSecret::parse(TEST_SECRET).unwrap()
 }
 
-async fn transport(addr: &str, cred: Option<&Credential>) -> Transport {
+/// A connection to `addr` presenting proofs of `cred` made for `audience`.
+pub async fn transport(addr: &str, cred: Option<&Credential>, audience: &str) -> Transport {
     let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
-    tonic::service::interceptor::InterceptedService::new(ch, Bearer::new(cred))
+    tablinum_auth::Caller::new(ch, Bearer::new(cred, audience))
 }
 
 /// A raw tablet server client presenting the test cluster credential.
@@ -39,12 +40,12 @@ pub async fn raw_tserver_as(
     addr: &str,
     cred: Option<&Credential>,
 ) -> TabletServerClient<Transport> {
-    TabletServerClient::new(transport(addr, cred).await)
+    TabletServerClient::new(transport(addr, cred, addr).await)
 }
 
 /// A raw manager client presenting `cred` (none: no credentials).
 pub async fn raw_manager_as(addr: &str, cred: Option<&Credential>) -> ManagerClient<Transport> {
-    ManagerClient::new(transport(addr, cred).await)
+    ManagerClient::new(transport(addr, cred, tablinum_auth::proof::MANAGER_AUDIENCE).await)
 }
 
 /// A client of `addr` presenting `cred`.
