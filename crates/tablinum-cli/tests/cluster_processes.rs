@@ -735,3 +735,113 @@ fn the_binary_and_its_banners_say_their_version() {
         "{line}"
     );
 }
+
+/// Resident memory of process `pid`, bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+/// The outsider's memory attack against a real server process: one read
+/// token sends 128 Queries over a 48 MiB table and never reads an answer
+/// (the HTTP/2 windows stay shut). Eight are admitted
+/// (`queries_per_caller_max`), the rest refused, and the process's
+/// resident memory stays within the server's scan byte budget
+/// (`scan_bytes_in_flight_max`) plus allocator slack, whatever the table's
+/// size (before the limits, 48 such Queries took a server from 301 MiB to
+/// 3.5 GiB). What it does not show: those eight may take most of that
+/// budget, which is per server, not per caller.
+#[test]
+fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
+    use tablinum_proto::v1::tablet_server_client::TabletServerClient;
+    const ROW_BYTES: usize = 64 << 10;
+    const ROWS: usize = 768;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    let (child, addr, _) = spawn_up(&data, &home);
+    let pid = child.id();
+    let _procs = Procs(vec![child]);
+    let creds = home.join("tablinum").join("credentials");
+    let admin = tablinum_auth::files::lookup_credentials(&creds, &addr)
+        .unwrap()
+        .unwrap();
+    let client = client_as(&addr, &admin);
+    client
+        .create_table("big", Split::Even(4), Durability::Nosync)
+        .unwrap();
+    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(16) {
+        let m = chunk
+            .iter()
+            .map(|i| tablinum_client::Mutation {
+                key: format!("k{i:06}").into_bytes(),
+                value: vec![(*i % 251) as u8; ROW_BYTES],
+                ..Default::default()
+            })
+            .collect();
+        client.write_routed("big", m).unwrap();
+    }
+    let (_, reader) = client
+        .create_token(tablinum_client::Role::Read, "reader")
+        .unwrap();
+    // One full read first, so caches and pools are as warm as they get.
+    let (rows, _) = client.query_vec(&Query::new("big")).unwrap();
+    assert_eq!(rows.len(), ROWS);
+    drop(rows);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_bytes(pid);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (held, refused) = rt.block_on(async {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..128 {
+            let mut t = TabletServerClient::new(tablinum_auth::Caller::new(
+                ch.clone(),
+                tablinum_auth::Bearer::new(Some(&reader), &addr),
+            ));
+            let q = tablinum_proto::v1::QueryRequest {
+                table: "big".into(),
+                ..Default::default()
+            };
+            match t.query(q).await {
+                Ok(s) => held.push(s.into_inner()),
+                Err(e) => {
+                    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+                    refused += 1;
+                }
+            }
+        }
+        (held, refused)
+    });
+    assert_eq!((held.len(), refused), (8, 120));
+    // Let every admitted Query produce all it may.
+    std::thread::sleep(Duration::from_secs(3));
+    let after = rss_bytes(pid);
+    let grew = after.saturating_sub(before);
+    let budget = tablinum_server::config::SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT + (128 << 20);
+    eprintln!(
+        "resident memory {} MiB before, {} MiB with 8 stalled Queries (+{} MiB; 128 stalled \
+         Queries' results would be {} MiB)",
+        before >> 20,
+        after >> 20,
+        grew >> 20,
+        (128 * ROWS * ROW_BYTES) >> 20
+    );
+    assert!(
+        grew < budget,
+        "stalled Queries grew the server by {} MiB, past its scan budget and slack ({} MiB)",
+        grew >> 20,
+        budget >> 20
+    );
+    drop(held);
+}

@@ -159,3 +159,53 @@ fn the_readme_quick_start_runs_as_written() {
         serde_json::from_str(export.lines().find(|l| l.contains("\"readme\"")).unwrap()).unwrap();
     assert_eq!(readme_line["value"].as_str().unwrap(), readme);
 }
+
+/// Most bytes `bench/results/` may hold: it keeps what a reader needs to
+/// check a claim (the NOTE with command, machine and table; summary JSON;
+/// charts), not raw output a run's command writes again.
+const BENCH_RESULTS_BYTES_MAX: u64 = 20 << 20;
+
+fn tree_bytes(dir: &Path, patches: &mut Vec<PathBuf>) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let meta = e.metadata().unwrap();
+        if meta.is_dir() {
+            n += tree_bytes(&p, patches);
+        } else {
+            if p.extension().is_some_and(|x| x == "patch") {
+                patches.push(p.clone());
+            }
+            n += meta.len();
+        }
+    }
+    n
+}
+
+/// `bench/results/` stays a source repository's record: within its byte
+/// budget, a NOTE.md in every run folder, and no patches of unmerged
+/// experiments (they live in git history or the note's prose).
+#[test]
+fn bench_results_stay_small_and_every_run_has_a_note() {
+    let results = repo_root().join("bench").join("results");
+    let mut patches = Vec::new();
+    let total = tree_bytes(&results, &mut patches);
+    assert!(
+        total <= BENCH_RESULTS_BYTES_MAX,
+        "bench/results holds {} KiB; the budget is {} KiB (BENCH_RESULTS_BYTES_MAX): keep \
+         the NOTE, summary JSON and charts, drop raw output the command writes again",
+        total >> 10,
+        BENCH_RESULTS_BYTES_MAX >> 10
+    );
+    assert!(patches.is_empty(), "patches in bench/results: {patches:?}");
+    let mut without_note = Vec::new();
+    for e in std::fs::read_dir(&results).unwrap().flatten() {
+        if e.path().is_dir() && !e.path().join("NOTE.md").is_file() {
+            without_note.push(e.file_name());
+        }
+    }
+    assert!(
+        without_note.is_empty(),
+        "run folders without a NOTE.md: {without_note:?}"
+    );
+}

@@ -329,6 +329,12 @@ impl Node {
                     c(&m.views_opened),
                 ),
                 (
+                    "tablinum_sserver_views_pinned_total",
+                    "counter",
+                    "Views a scan held past a reservation lease: files pinned, reservation released.",
+                    c(&m.views_pinned),
+                ),
+                (
                     "tablinum_sserver_reservation_seconds_total",
                     "counter",
                     "Time spent reading, reserving and re-validating file sets.",

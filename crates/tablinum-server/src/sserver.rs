@@ -50,6 +50,9 @@ pub struct SserverMetrics {
     pub ack_timeouts: AtomicU64,
     /// Tablet views opened (a file set read and reserved).
     pub views_opened: AtomicU64,
+    /// Views held past a lease by a running scan: files pinned, reservation
+    /// released.
+    pub views_pinned: AtomicU64,
     /// Microseconds spent opening views (reading the manifest, reserving,
     /// re-validating, opening tables), summed.
     pub view_open_us: AtomicU64,
@@ -96,10 +99,12 @@ pub struct Sserver {
     http: String,
     engine: Arc<Shared>,
     views: Mutex<HashMap<(u64, u64), Arc<CachedView>>>,
-    /// Every view handed out that may still be in use: a scan keeps its
-    /// view after the cache replaced or evicted it, and its reservation
-    /// must be renewed as long as the scan runs.
-    live_views: Mutex<Vec<std::sync::Weak<ReadOnlyStore>>>,
+    /// Every view handed out that may still be in use, with when it was
+    /// opened: a scan keeps its view after the cache replaced or evicted
+    /// it, and its reservation is renewed while the scan runs, for at most
+    /// one lease after the view opened (then its files are pinned and the
+    /// reservation released: see [`Sserver::maintain`]).
+    live_views: Mutex<Vec<(std::sync::Weak<ReadOnlyStore>, Instant)>>,
     /// The scan threads and their queue.
     pub queue: Arc<ScanQueue>,
     scan_bytes: Arc<crate::scan::ByteBudget>,
@@ -223,7 +228,7 @@ impl Sserver {
             last_used: Mutex::new(now),
             refreshing: AtomicBool::new(false),
         });
-        self.live_views.lock().push(Arc::downgrade(&v.view));
+        self.live_views.lock().push((Arc::downgrade(&v.view), now));
         {
             // A drop that arrived while the view opened wins.
             let mut views = self.views.lock();
@@ -287,27 +292,55 @@ impl Sserver {
     /// One round of [`Sserver::maintain_loop`]: evicts cached views idle
     /// for longer than the TTL, then renews the reservation of every view
     /// still held by the cache or by a running read (a long scan keeps
-    /// its view, and its files, after the cache moved on).
+    /// its view after the cache moved on). A view opened a lease ago or
+    /// more is renewed no longer: its files are pinned (open handles, so
+    /// the scans reading it go on) and its reservation released, so the
+    /// tablet's obsolete files leave its directory however long a scan
+    /// runs; their space comes back when the last such scan ends.
     fn maintain(&self) {
         let ttl = self.ttl();
         self.views
             .lock()
             .retain(|_, v| v.last_used.lock().elapsed() <= ttl);
-        let live: Vec<Arc<ReadOnlyStore>> = {
+        let live: Vec<(Arc<ReadOnlyStore>, Instant)> = {
             let mut l = self.live_views.lock();
-            l.retain(|w| w.strong_count() > 0);
-            l.iter().filter_map(std::sync::Weak::upgrade).collect()
+            l.retain(|(w, _)| w.strong_count() > 0);
+            l.iter()
+                .filter_map(|(w, at)| Some((w.upgrade()?, *at)))
+                .collect()
         };
-        for v in live {
+        let mut pinned = Vec::new();
+        for (v, opened) in live {
             // Only this loop's reference left: it is being dropped, and
             // dropping it releases its reservation.
             if Arc::strong_count(&v) == 1 {
                 continue;
             }
+            if opened.elapsed() >= self.lease() {
+                match v.pin_files() {
+                    Ok(()) => {
+                        self.views.lock().retain(|_, c| !Arc::ptr_eq(&c.view, &v));
+                        if let Err(e) = v.release() {
+                            tracing::warn!(error = %e, "releasing a pinned view's reservation failed");
+                        }
+                        self.metrics.views_pinned.fetch_add(1, Ordering::Relaxed);
+                        pinned.push(Arc::downgrade(&v));
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pinning a long-held view's files failed; renewing its reservation");
+                    }
+                }
+            }
             if let Err(e) = v.renew(self.lease()) {
                 tracing::warn!(error = %e, "renewing a reservation failed; dropping the view from the cache");
                 self.views.lock().retain(|_, c| !Arc::ptr_eq(&c.view, &v));
             }
+        }
+        if !pinned.is_empty() {
+            self.live_views
+                .lock()
+                .retain(|(w, _)| !pinned.iter().any(|p| p.ptr_eq(w)));
         }
     }
 

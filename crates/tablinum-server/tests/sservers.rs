@@ -769,3 +769,116 @@ fn one_caller_holds_only_its_share_of_a_scan_servers_streams() {
         }
     });
 }
+
+/// The ledger tables and journal segments of a tablet directory.
+fn tablet_files(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for sub in ["ledger", "journal"] {
+        let Ok(rd) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sst") || name.ends_with(".jnl") {
+                out.insert(format!("{sub}/{name}"));
+            }
+        }
+    }
+    out
+}
+
+/// A scan that runs longer than a reservation lease does not keep the
+/// tablet's obsolete files in its directory: once its view is a lease old,
+/// the scan server pins the view's files (open handles) and releases the
+/// reservation, so compaction leftovers go while the scan reads on, and
+/// the scan still returns every row once, in order.
+#[test]
+fn a_long_eventual_scan_does_not_keep_obsolete_files() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TestCluster::start(dir.path(), |_| {});
+    c.add_sserver(|s| {
+        s.metadata_ttl_ms = 500;
+        s.reservation_lease_ms = 1_000;
+    });
+    wait_sservers(&c, 1);
+    c.client
+        .create_table("long", Split::Even(1), Durability::Nosync)
+        .unwrap();
+    c.wait_open("long", 1);
+    const KEYS: u64 = 400;
+    write_all(&c, "long", KEYS, 1);
+    c.client.flush("long").unwrap();
+    let table_id = c.client.locations("long", false).unwrap().table.id;
+    let tablet_dir = dir
+        .path()
+        .join("storage")
+        .join("tables")
+        .join(table_id.to_string())
+        .join("0");
+    let before = tablet_files(&tablet_dir);
+    let tables_before: Vec<String> = before
+        .iter()
+        .filter(|f| f.ends_with(".sst"))
+        .cloned()
+        .collect();
+    assert!(!tables_before.is_empty(), "{before:?}");
+    // A slow eventual scan: one batch of 10 rows at a time, 15 ms a row.
+    let read = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let scan = {
+        let (addr, admin, read, done) = (c.addr(), c.admin.clone(), read.clone(), done.clone());
+        std::thread::spawn(move || {
+            let client = common::client_as(&addr, &admin);
+            let q = Query {
+                batch_rows: 10,
+                stream_limit: tablinum_stream::window::WindowMode::Fixed(1),
+                ..eventual("long")
+            };
+            let mut keys = Vec::new();
+            let r = client.query(&q, &mut |row| {
+                keys.push(row.key);
+                read.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(15));
+            });
+            done.store(true, Ordering::Relaxed);
+            (r, keys)
+        })
+    };
+    let t0 = Instant::now();
+    while read.load(Ordering::Relaxed) < 10 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the scan never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Rewrite everything, flushing each time: compactions replace the
+    // tables the scan's view names.
+    for v in 2..=6 {
+        write_all(&c, "long", KEYS, v);
+        c.client.flush("long").unwrap();
+    }
+    let mut gone_while_scanning = false;
+    while !done.load(Ordering::Relaxed) {
+        let now = tablet_files(&tablet_dir);
+        if tables_before.iter().any(|f| !now.contains(f)) {
+            gone_while_scanning = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (r, keys) = scan.join().unwrap();
+    r.unwrap();
+    let mut want: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
+    want.sort();
+    assert_eq!(keys, want, "every row once, in order");
+    assert!(
+        gone_while_scanning,
+        "the scan ({} rows) ended before any of its obsolete tables {tables_before:?} left the \
+         directory (now {:?})",
+        read.load(Ordering::Relaxed),
+        tablet_files(&tablet_dir)
+    );
+}

@@ -242,6 +242,8 @@ pub struct SstReader {
     bloom: Bloom,
     caches: StoreCache,
     obsolete: Obsolete,
+    /// A handle held for the reader's life (see [`SstReader::pin`]).
+    pinned: std::sync::OnceLock<Arc<File>>,
 }
 
 /// Removes an obsolete table's file once no reader holds it; the owner of
@@ -379,6 +381,7 @@ impl SstReader {
             return Err(pbad("last key disagrees with index"));
         }
         Ok(SstReader {
+            pinned: std::sync::OnceLock::new(),
             meta: SstMeta {
                 id,
                 size,
@@ -412,13 +415,31 @@ impl SstReader {
         self.index.len()
     }
 
+    /// The file's read handle: the pinned one, else the shared cache's.
+    fn handle(&self) -> Result<Arc<File>> {
+        match self.pinned.get() {
+            Some(f) => Ok(f.clone()),
+            None => self.caches.file(self.meta.id, &self.path),
+        }
+    }
+
+    /// Holds a read handle for as long as this reader lives, so its reads
+    /// no longer need the file's name: a reader whose file may be deleted
+    /// while it still reads (a view whose reservation is let lapse).
+    pub fn pin(&self) -> Result<()> {
+        if self.pinned.get().is_none() {
+            let _ = self.pinned.set(self.caches.file(self.meta.id, &self.path)?);
+        }
+        Ok(())
+    }
+
     /// Loads block `i` (through the cache).
     pub fn block(&self, i: usize) -> Result<Arc<Block>> {
         let ie = &self.index[i];
         if let Some(b) = self.caches.block(self.meta.id, ie.offset) {
             return Ok(b);
         }
-        let file = self.caches.file(self.meta.id, &self.path)?;
+        let file = self.handle()?;
         let disk = read_at(&file, &self.path, ie.offset, ie.size as usize)?;
         ReadCounters::add(&self.caches.reads().block_read_bytes, disk.len() as u64);
         let b = Arc::new(
@@ -474,7 +495,7 @@ impl SstReader {
 
     /// Reads every block and decodes every entry (for `verify`).
     pub fn verify(&self) -> Result<u64> {
-        let file = self.caches.file(self.meta.id, &self.path)?;
+        let file = self.handle()?;
         let mut n = 0;
         for (bi, ie) in self.index.iter().enumerate() {
             let disk = read_at(&file, &self.path, ie.offset, ie.size as usize)?;

@@ -357,6 +357,27 @@ struct Segment {
     caches: StoreCache,
     obsolete: AtomicBool,
     graveyard: Option<Arc<Graveyard>>,
+    /// A handle held for the segment's life (read-only views that let
+    /// their reservation lapse: `ReadOnlyStore::pin_files`).
+    pinned: std::sync::OnceLock<Arc<std::fs::File>>,
+}
+
+impl Segment {
+    /// The segment's read handle: the pinned one, else the shared cache's.
+    fn handle(&self) -> Result<Arc<std::fs::File>> {
+        match self.pinned.get() {
+            Some(f) => Ok(f.clone()),
+            None => self.caches.file(self.id, &self.path),
+        }
+    }
+
+    /// Holds a read handle for the segment's life.
+    fn pin(&self) -> Result<()> {
+        if self.pinned.get().is_none() {
+            let _ = self.pinned.set(self.caches.file(self.id, &self.path)?);
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Segment {

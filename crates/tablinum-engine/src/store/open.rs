@@ -256,6 +256,7 @@ impl Store {
                     caches: caches.clone(),
                     obsolete: AtomicBool::new(false),
                     graveyard: Some(graveyard.clone()),
+                    pinned: std::sync::OnceLock::new(),
                 }),
             );
         }

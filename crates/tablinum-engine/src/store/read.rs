@@ -153,7 +153,7 @@ impl View<'_> {
                     )
                 })?,
         };
-        let file = self.files.caches.file(seg.id, &seg.path)?;
+        let file = seg.handle()?;
         let reads = self.files.caches.reads();
         // An uncompressed value is read alone, without the record's header
         // and key: with the value on a page boundary that is one page less

@@ -179,6 +179,7 @@ impl ReadOnlyStore {
                         caches: caches.clone(),
                         obsolete: AtomicBool::new(false),
                         graveyard: None,
+                        pinned: std::sync::OnceLock::new(),
                     }),
                 )
             })
@@ -203,6 +204,22 @@ impl ReadOnlyStore {
             holder,
             released: AtomicBool::new(false),
         })
+    }
+
+    /// Opens and holds a handle on every file of the view, so its reads no
+    /// longer need the files' names: after this, its reservation may lapse
+    /// and the owner delete the files while a scan still reads them (the
+    /// disk space comes back when the view is dropped).
+    pub fn pin_files(&self) -> Result<()> {
+        for level in &self.sv.levels {
+            for t in level {
+                t.pin()?;
+            }
+        }
+        for s in self.sv.segments.values() {
+            s.pin()?;
+        }
+        Ok(())
     }
 
     /// Extends the reservation by `lease` from now.

@@ -304,6 +304,7 @@ impl Inner {
             caches: self.files.caches.clone(),
             obsolete: AtomicBool::new(false),
             graveyard: Some(self.graveyard.clone()),
+            pinned: std::sync::OnceLock::new(),
         })
     }
 
