@@ -26,7 +26,7 @@
 //!
 //! Never formats a key or a secret; knows nothing of tonic.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -359,14 +359,18 @@ fn fields(rest: &str) -> Result<Fields<'_>, Refusal> {
 pub struct Checker {
     key: [u8; 32],
     names: parking_lot::RwLock<Vec<String>>,
-    /// (caller, nonce) digest → the proof's time, ms, while that time is
-    /// acceptable.
+    /// The (caller, nonce) digests of accepted proofs.
     seen: Mutex<Seen>,
 }
 
+/// Accepted nonces in three generations, the newest first, rotated every
+/// [`PROOF_SKEW_MS_MAX`]: a nonce stays remembered at least twice the
+/// skew after it was accepted, as long as its proof's time can be
+/// acceptable (up to the skew ahead of the clock, then the skew behind),
+/// and forgetting is a swap, not a scan of every nonce.
 struct Seen {
-    nonces: HashMap<[u8; 16], u64>,
-    pruned_at_ms: u64,
+    generations: [HashSet<[u8; 16]>; 3],
+    rotated_at_ms: u64,
 }
 
 /// A checked proof: who made it and the key its answer is made with.
@@ -390,8 +394,8 @@ impl Checker {
             key,
             names: parking_lot::RwLock::new(Vec::new()),
             seen: Mutex::new(Seen {
-                nonces: HashMap::new(),
-                pruned_at_ms: 0,
+                generations: Default::default(),
+                rotated_at_ms: 0,
             }),
         }
     }
@@ -475,23 +479,28 @@ impl Checker {
         }
         // Nonces are unique per prover; keyed with the caller too, so no
         // caller can use up another's.
-        let mut k = [0u8; 16];
-        k.copy_from_slice(&sha256(&[caller.as_bytes(), b"\n", &f.nonce].concat())[..16]);
+        let k: [u8; 16] = {
+            use sha2::Digest;
+            let mut h = Sha256::new();
+            h.update(caller.as_bytes());
+            h.update(b"\n");
+            h.update(f.nonce);
+            let d: [u8; 32] = h.finalize().into();
+            std::array::from_fn(|i| d[i])
+        };
         let mut seen = self.seen.lock();
-        let oldest = now_ms.saturating_sub(PROOF_SKEW_MS_MAX);
-        if now_ms.saturating_sub(seen.pruned_at_ms) >= 1_000 {
-            // A proof older than the skew is refused by its time: its
-            // nonce need not be remembered.
-            seen.nonces.retain(|_, at| *at >= oldest);
-            seen.pruned_at_ms = now_ms;
+        if now_ms.saturating_sub(seen.rotated_at_ms) >= PROOF_SKEW_MS_MAX {
+            seen.generations.rotate_right(1);
+            seen.generations[0] = HashSet::new();
+            seen.rotated_at_ms = now_ms;
         }
-        if seen.nonces.contains_key(&k) {
+        if seen.generations.iter().any(|g| g.contains(&k)) {
             return Err(Refusal::Replayed);
         }
-        if seen.nonces.len() >= NONCES_MAX {
+        if seen.generations.iter().map(|g| g.len()).sum::<usize>() >= NONCES_MAX {
             return Err(Refusal::Overloaded);
         }
-        seen.nonces.insert(k, f.t);
+        seen.generations[0].insert(k);
         Ok(())
     }
 }
@@ -609,6 +618,35 @@ mod tests {
         assert_ne!(sealed, t.secret_sha256);
         assert_eq!(seal_grant(&[9u8; 32], &id, &sealed), t.secret_sha256);
         assert_ne!(seal_grant(&[8u8; 32], &id, &sealed), t.secret_sha256);
+    }
+
+    #[test]
+    fn a_nonce_is_remembered_while_its_proof_can_be_acceptable() {
+        let key = [5u8; 32];
+        let p = Prover::member(key);
+        let c = checker(key);
+        // Dated as far ahead as the skew allows: acceptable until the skew
+        // past its time, twice the skew from now.
+        let ahead = p.proof_at("manager", NOW + PROOF_SKEW_MS_MAX).text;
+        assert_eq!(c.check_member_at(&ahead, NOW), Ok(()));
+        for later in [
+            NOW + PROOF_SKEW_MS_MAX / 2,
+            NOW + PROOF_SKEW_MS_MAX,
+            NOW + 3 * PROOF_SKEW_MS_MAX / 2,
+            NOW + 2 * PROOF_SKEW_MS_MAX,
+        ] {
+            // Other proofs on the way rotate the generations.
+            assert_eq!(
+                c.check_member_at(&p.proof_at("manager", later).text, later),
+                Ok(())
+            );
+            assert_eq!(
+                c.check_member_at(&ahead, later),
+                Err(Refusal::Replayed),
+                "at +{} ms",
+                later - NOW
+            );
+        }
     }
 
     #[test]

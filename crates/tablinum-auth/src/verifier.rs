@@ -519,6 +519,15 @@ impl Bearer {
     pub fn audience(&self) -> &str {
         &self.audience
     }
+
+    /// The same credential's proofs, made for `audience` (the prover and
+    /// its nonces are shared: no new random prefix, no parsing per call).
+    pub fn for_audience(&self, audience: &str) -> Bearer {
+        Bearer {
+            prover: self.prover.clone(),
+            audience: audience.into(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Bearer {

@@ -446,6 +446,8 @@ pub fn endpoint(addr: &str, tls: Option<&ClientTls>) -> Result<Endpoint> {
 
 struct Inner {
     manager: ManagerClient<Transport>,
+    /// This client's credential's proofs, re-aimed at each server dialled.
+    bearer: tablinum_auth::Bearer,
     channels: Mutex<HashMap<String, Channel>>,
     tables: Mutex<HashMap<String, Arc<Locations>>>,
     /// Live scan servers (every group) and when they were listed.
@@ -487,12 +489,13 @@ impl AsyncClient {
             cfg.credential.as_ref(),
             tablinum_auth::proof::MANAGER_AUDIENCE,
         );
-        let manager = ManagerClient::new(tablinum_auth::Caller::new(ch, bearer))
+        let manager = ManagerClient::new(tablinum_auth::Caller::new(ch, bearer.clone()))
             .max_decoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX)
             .max_encoding_message_size(tablinum_proto::GRPC_MESSAGE_BYTES_MAX);
         AsyncClient {
             inner: Arc::new(Inner {
                 manager,
+                bearer,
                 channels: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
                 scan_servers: tokio::sync::Mutex::new(None),
@@ -517,7 +520,7 @@ impl AsyncClient {
     pub(crate) fn transport(&self, addr: &str) -> Result<Transport> {
         Ok(tablinum_auth::Caller::new(
             self.channel(addr)?,
-            tablinum_auth::Bearer::new(self.inner.cfg.credential.as_ref(), addr),
+            self.inner.bearer.for_audience(addr),
         ))
     }
 
