@@ -515,11 +515,6 @@ impl Bearer {
         header(&self.next()?.text)
     }
 
-    /// Whom the proofs are made for.
-    pub fn audience(&self) -> &str {
-        &self.audience
-    }
-
     /// The same credential's proofs, made for `audience` (the prover and
     /// its nonces are shared: no new random prefix, no parsing per call).
     pub fn for_audience(&self, audience: &str) -> Bearer {
@@ -604,7 +599,7 @@ where
             let proven = resp
                 .headers()
                 .get(ANSWER)
-                .is_some_and(|a| answer_eq(a.as_bytes(), expected.as_bytes()));
+                .is_some_and(|a| digest_eq(a.as_bytes(), expected.as_bytes()));
             if proven || is_refusal(&resp) {
                 return Ok(resp);
             }
@@ -614,11 +609,6 @@ where
             ))) as StdError)
         })
     }
-}
-
-/// Equality of two answers in time independent of where they differ.
-fn answer_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -147,14 +147,6 @@ impl Drop for CallerPlace {
     }
 }
 
-fn take_caller_place(
-    map: &Arc<Mutex<HashMap<String, usize>>>,
-    id: &str,
-    max: usize,
-) -> Option<CallerPlace> {
-    take_caller_places(map, id, max, 1)
-}
-
 /// `want` places of caller `id`, if its count stays within `max`.
 fn take_caller_places(
     map: &Arc<Mutex<HashMap<String, usize>>>,
@@ -217,7 +209,7 @@ impl Admission {
         };
         let place = match caller_id {
             Some(id) => Some(
-                take_caller_place(&self.callers, id, self.limits.streams_per_caller_max)
+                take_caller_places(&self.callers, id, self.limits.streams_per_caller_max, 1)
                     .ok_or_else(|| {
                         Status::resource_exhausted(format!(
                             "token {id} holds {n} scan streams on {}; the limit is \
@@ -422,15 +414,20 @@ impl Admission {
     pub fn query(self: &Arc<Self>, caller: &Principal) -> Result<(Ticket, u64), Status> {
         let place = match caller {
             Principal::Token { id, .. } => Some(
-                take_caller_place(&self.caller_queries, id, self.limits.queries_per_caller_max)
-                    .ok_or_else(|| {
-                        Status::resource_exhausted(format!(
-                            "token {id} runs {n} queries on {}; the limit is \
+                take_caller_places(
+                    &self.caller_queries,
+                    id,
+                    self.limits.queries_per_caller_max,
+                    1,
+                )
+                .ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "token {id} runs {n} queries on {}; the limit is \
                              queries_per_caller_max = {n}",
-                            self.server,
-                            n = self.limits.queries_per_caller_max
-                        ))
-                    })?,
+                        self.server,
+                        n = self.limits.queries_per_caller_max
+                    ))
+                })?,
             ),
             Principal::Cluster => None,
         };
