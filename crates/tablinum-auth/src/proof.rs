@@ -17,9 +17,12 @@
 //!
 //! A verifier accepts a proof once (it remembers every nonce for as long
 //! as the proof's time is acceptable), only within
-//! [`PROOF_SKEW_MS_MAX`] of its clock, and only when it is the proof's
-//! audience: a proof captured on the wire, or received by a process that
-//! took a dead server's port, is good nowhere else. Its answer carries
+//! [`PROOF_SKEW_MS_MAX`] of its clock, never one dated before the verifier
+//! was made (a restarted server has forgotten the nonces its predecessor
+//! saw, so a proof captured before the restart is refused by its time),
+//! and only when it is the proof's audience: a proof captured on the
+//! wire, or received by a process that took a dead server's port, is good
+//! nowhere else. Its answer carries
 //! [`answer`]: HMAC-SHA256 of the proof keyed with the same digest, which
 //! only a holder of that digest (a member) can make; the caller checks it
 //! before it trusts a byte of the answer.
@@ -251,6 +254,12 @@ pub enum Refusal {
         /// Whom this verifier answers as.
         names: Vec<String>,
     },
+    /// Made before this verifier was (a server restarted since): its
+    /// predecessor may have accepted it.
+    BeforeStart {
+        /// How long before, ms.
+        early_ms: u64,
+    },
     /// Seen before.
     Replayed,
     /// Too many recent nonces to remember one more.
@@ -286,6 +295,11 @@ impl std::fmt::Display for Refusal {
                         .collect::<Vec<_>>()
                         .join(" or ")
                 }
+            ),
+            Refusal::BeforeStart { early_ms } => write!(
+                f,
+                "the proof was made {early_ms} ms before this server started; retry with a \
+                 fresh one (a proof made before a restart may have been used already)"
             ),
             Refusal::Replayed => f.write_str("proof replayed (each proof is good once)"),
             Refusal::Overloaded => f.write_str("too many proofs to remember; retry"),
@@ -359,6 +373,8 @@ fn fields(rest: &str) -> Result<Fields<'_>, Refusal> {
 pub struct Checker {
     key: [u8; 32],
     names: parking_lot::RwLock<Vec<String>>,
+    /// When this checker was made, Unix ms: older proofs are refused.
+    born_ms: u64,
     /// The (caller, nonce) digests of accepted proofs.
     seen: Mutex<Seen>,
 }
@@ -393,6 +409,7 @@ impl Checker {
         Checker {
             key,
             names: parking_lot::RwLock::new(Vec::new()),
+            born_ms: unix_ms(),
             seen: Mutex::new(Seen {
                 generations: Default::default(),
                 rotated_at_ms: 0,
@@ -468,6 +485,11 @@ impl Checker {
         if off_ms > PROOF_SKEW_MS_MAX {
             return Err(Refusal::Skewed { off_ms });
         }
+        if f.t < self.born_ms {
+            return Err(Refusal::BeforeStart {
+                early_ms: self.born_ms - f.t,
+            });
+        }
         {
             let names = self.names.read();
             if !names.iter().any(|n| n == f.audience) {
@@ -512,9 +534,28 @@ mod tests {
     const NOW: u64 = 1_800_000_000_000;
 
     fn checker(key: [u8; 32]) -> Checker {
-        let c = Checker::new(key);
+        let mut c = Checker::new(key);
         c.answer_as(vec!["127.0.0.1:7001".into(), MANAGER_AUDIENCE.into()]);
+        // Made long ago, so the tests' fixed times are after its start.
+        c.born_ms = 0;
         c
+    }
+
+    #[test]
+    fn a_proof_made_before_the_checker_is_refused_as_a_possible_replay() {
+        let key = [7u8; 32];
+        let p = Prover::member(key);
+        let c = Checker::new(key);
+        c.answer_as(vec![MANAGER_AUDIENCE.into()]);
+        let born = c.born_ms;
+        // Captured a second before a restart, replayed just after it.
+        let old = p.proof_at(MANAGER_AUDIENCE, born - 1_000).text;
+        assert_eq!(
+            c.check_member_at(&old, born + 50),
+            Err(Refusal::BeforeStart { early_ms: 1_000 })
+        );
+        let fresh = p.proof_at(MANAGER_AUDIENCE, born).text;
+        assert_eq!(c.check_member_at(&fresh, born + 50), Ok(()));
     }
 
     #[test]

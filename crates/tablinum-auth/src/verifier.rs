@@ -121,7 +121,8 @@ pub struct Verifier {
 
 fn refused(r: Refusal) -> Status {
     match r {
-        Refusal::Overloaded => Status::unavailable(r.to_string()),
+        // Nothing wrong with the caller: a fresh proof will do.
+        Refusal::Overloaded | Refusal::BeforeStart { .. } => Status::unavailable(r.to_string()),
         _ => Status::unauthenticated(r.to_string()),
     }
 }

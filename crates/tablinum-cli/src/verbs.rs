@@ -802,6 +802,7 @@ fn scan(s: &mut Session, a: ScanArgs) -> anyhow::Result<()> {
                 count_only: a.count,
             }
         }),
+        window_bytes_max: 0,
     };
     let columns: &[&'static str] = match (&index, a.keys_only) {
         (Some(_), _) => &["term", "key"],

@@ -750,12 +750,14 @@ fn rss_bytes(pid: u32) -> u64 {
 /// The outsider's memory attack against a real server process: one read
 /// token sends 128 Queries over a 48 MiB table and never reads an answer
 /// (the HTTP/2 windows stay shut). Eight are admitted
-/// (`queries_per_caller_max`), the rest refused, and the process's
-/// resident memory stays within the server's scan byte budget
-/// (`scan_bytes_in_flight_max`) plus allocator slack, whatever the table's
-/// size (before the limits, 48 such Queries took a server from 301 MiB to
-/// 3.5 GiB). What it does not show: those eight may take most of that
-/// budget, which is per server, not per caller.
+/// (`queries_per_caller_max`), the rest refused. The scan bytes the server
+/// holds for them stay within the caller's budget
+/// (`scan_bytes_per_caller_max`, which their `query_bytes_in_flight_max`
+/// reservations fill) plus one batch per tablet each, and the process's
+/// resident memory grows by that plus each Query's working set (its
+/// chunks and wire buffers) and allocator slack, whatever the table's size
+/// (before the limits, 48 such Queries took a server from 301 MiB to
+/// 3.5 GiB; with only the server-wide budget, eight took 480 MiB).
 #[test]
 fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
     use tablinum_proto::v1::tablet_server_client::TabletServerClient;
@@ -764,7 +766,7 @@ fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let home = dir.path().join("home");
-    let (child, addr, _) = spawn_up(&data, &home);
+    let (child, addr, http) = spawn_up(&data, &home);
     let pid = child.id();
     let _procs = Procs(vec![child]);
     let creds = home.join("tablinum").join("credentials");
@@ -827,19 +829,48 @@ fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
     // Let every admitted Query produce all it may.
     std::thread::sleep(Duration::from_secs(3));
     let after = rss_bytes(pid);
+    let in_flight = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&http).unwrap();
+        s.write_all(
+            format!(
+                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
+                admin.expose()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut o = String::new();
+        s.read_to_string(&mut o).unwrap();
+        o.lines()
+            .find_map(|l| l.strip_prefix("tablinum_tserver_scan_bytes_in_flight "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap() as u64
+    };
     let grew = after.saturating_sub(before);
-    let budget = tablinum_server::config::SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT + (128 << 20);
     eprintln!(
-        "resident memory {} MiB before, {} MiB with 8 stalled Queries (+{} MiB; 128 stalled \
-         Queries' results would be {} MiB)",
+        "scan bytes in flight {} MiB; resident memory {} MiB before, {} MiB with 8 stalled \
+         Queries (+{} MiB; 128 stalled Queries' results would be {} MiB)",
+        in_flight >> 20,
         before >> 20,
         after >> 20,
         grew >> 20,
         (128 * ROWS * ROW_BYTES) >> 20
     );
+    let caller = tablinum_server::config::SCAN_BYTES_PER_CALLER_MAX_DEFAULT;
+    let batch = tablinum_server::config::BATCH_BYTES_DEFAULT + ROW_BYTES as u64;
+    let overshoot = 8 * 4 * batch;
+    assert!(
+        in_flight <= caller + overshoot,
+        "stalled Queries hold {in_flight} scan bytes, past one caller's budget {caller} \
+         and one batch per tablet"
+    );
+    // Each Query's working set: the chunk it builds, the one queued, the
+    // codec buffers of its response and of its own stream: 16 MiB is ample.
+    let budget = caller + overshoot + 8 * (16 << 20) + (64 << 20);
     assert!(
         grew < budget,
-        "stalled Queries grew the server by {} MiB, past its scan budget and slack ({} MiB)",
+        "stalled Queries grew the server by {} MiB, past one caller's budget and slack ({} MiB)",
         grew >> 20,
         budget >> 20
     );

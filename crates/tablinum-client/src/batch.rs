@@ -820,6 +820,7 @@ impl<'a> Batch<'a> {
                 filter: self.req.filter.as_ref().map(Filter::to_wire),
                 attempt: p.attempts,
                 plan: bin.plan.map_or(0, |p| u32::try_from(p).unwrap_or(u32::MAX)),
+                stream_bytes_max: 0,
             });
         }
         let round = self.rounds;

@@ -262,6 +262,12 @@ pub struct Query {
     pub consistency: Consistency,
     /// A filter the servers run where the data is (none: every row).
     pub filter: Option<Filter>,
+    /// Bytes of unacknowledged batches all of this query's streams may
+    /// hold at once, split evenly over them (0: each stream gets its
+    /// server's `stream_bytes_in_flight_max`). Each tablet may still have
+    /// one batch in flight beyond it. What a server running a Query for a
+    /// token sets, so a caller that stops reading holds at most this.
+    pub window_bytes_max: u64,
 }
 
 /// A server-side row filter; every set condition must hold.
@@ -319,6 +325,7 @@ impl Query {
             keys_only: false,
             consistency: Consistency::Immediate,
             filter: None,
+            window_bytes_max: 0,
         }
     }
 }
@@ -980,6 +987,21 @@ impl AsyncClient {
             (b, _) => b,
         };
         let window = initial_window(q.stream_limit, q.skip, limit_or_max(q.limit), n, batch_rows);
+        // The query's byte window, split over its streams: one per tablet
+        // when eventual, one per server when immediate.
+        let streams = match q.consistency {
+            Consistency::Eventual { .. } => tablets.len(),
+            Consistency::Immediate => {
+                let mut servers: Vec<&str> = tablets.iter().map(|t| t.server.as_str()).collect();
+                servers.sort_unstable();
+                servers.dedup();
+                servers.len()
+            }
+        };
+        let stream_bytes_max = match q.window_bytes_max {
+            0 => 0,
+            b => (b / streams.max(1) as u64).max(1),
+        };
         let handle = tokio::runtime::Handle::current();
         let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counters = Arc::new(eventual::EventualCounters::default());
@@ -1011,6 +1033,7 @@ impl AsyncClient {
                     filter: q.filter.as_ref().map(Filter::to_wire),
                     attempt: 0,
                     plan: 0,
+                    stream_bytes_max,
                 };
                 sources.push(Source::Eventual(Box::new(eventual::EventualSource::new(
                     self.clone(),
@@ -1049,6 +1072,7 @@ impl AsyncClient {
                 filter: q.filter.as_ref().map(Filter::to_wire),
                 attempt: 0,
                 plan: 0,
+                stream_bytes_max,
             };
             match by_server.iter_mut().find(|(s, _)| *s == t.server.as_str()) {
                 Some((_, v)) => v.push(start),

@@ -5,7 +5,10 @@
 //! among the server's streams (`scan_streams_max`) and tablet scans
 //! (`scan_slots_max`) or Queries (`queries_max`), and a place in its
 //! caller's count (`scan_streams_per_caller_max`,
-//! `queries_per_caller_max`; cluster members are not counted). When the
+//! `queries_per_caller_max`; cluster members are not counted), and each
+//! calling token's byte budget ([`Admission::caller_bytes`],
+//! `scan_bytes_per_caller_max`), which its streams' unacknowledged batches
+//! and its Queries' reservations draw from. When the
 //! server's streams are all taken, a caller's new stream ends the stream
 //! that has gone longest without progress the server saw itself (acks,
 //! cancels, the transport taking a message; never a keepalive's claim),
@@ -37,7 +40,7 @@ use tablinum_auth::Principal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
-use crate::scan::Credits;
+use crate::scan::{ByteBudget, Credits, Reserved};
 
 /// The limits an [`Admission`] enforces.
 #[derive(Debug, Clone)]
@@ -55,10 +58,16 @@ pub struct Limits {
     pub queries_max: usize,
     /// Queries of one caller at once.
     pub queries_per_caller_max: usize,
+    /// Bytes one caller's streams and Queries may hold at once.
+    pub bytes_per_caller_max: usize,
     /// A stream is idle, and may be ended for a newcomer, after this long
     /// without progress the server saw.
     pub idle_after: Duration,
 }
+
+/// Budgets of callers with nothing running are swept from the map once it
+/// holds this many.
+const CALLER_BUDGETS_KEPT: usize = 64;
 
 /// Waits at most this long for an ended idle stream to give its place to a
 /// newcomer, ms.
@@ -75,6 +84,9 @@ pub struct Admission {
     callers: Arc<Mutex<HashMap<String, usize>>>,
     caller_slots: Arc<Mutex<HashMap<String, usize>>>,
     caller_queries: Arc<Mutex<HashMap<String, usize>>>,
+    /// Each calling token's byte budget, alive while a stream or Query of
+    /// it holds it.
+    caller_bytes: Mutex<HashMap<String, Weak<ByteBudget>>>,
     /// Running streams, for eviction: caller (None: a member), credits and
     /// what kills the stream.
     running: Mutex<HashMap<u64, Running>>,
@@ -104,6 +116,8 @@ pub type Killer = Arc<dyn Fn(Status) + Send + Sync>;
 pub struct Ticket {
     server: Mutex<Option<ServerPlaces>>,
     _caller: Option<CallerPlace>,
+    /// A Query's bytes, set aside in its caller's budget.
+    _bytes: Option<Reserved>,
 }
 
 struct ServerPlaces {
@@ -182,11 +196,31 @@ impl Admission {
             callers: Arc::new(Mutex::new(HashMap::new())),
             caller_slots: Arc::new(Mutex::new(HashMap::new())),
             caller_queries: Arc::new(Mutex::new(HashMap::new())),
+            caller_bytes: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             tokens_checked: AtomicU64::new(0),
         })
+    }
+
+    /// The byte budget `caller` draws from on this server
+    /// (`scan_bytes_per_caller_max`), shared by all its streams and
+    /// Queries; none for cluster members.
+    pub fn caller_bytes(&self, caller: &Principal) -> Option<Arc<ByteBudget>> {
+        let Principal::Token { id, .. } = caller else {
+            return None;
+        };
+        let mut m = self.caller_bytes.lock();
+        if let Some(b) = m.get(id).and_then(Weak::upgrade) {
+            return Some(b);
+        }
+        if m.len() >= CALLER_BUDGETS_KEPT {
+            m.retain(|_, b| b.strong_count() > 0);
+        }
+        let b = ByteBudget::new(self.limits.bytes_per_caller_max);
+        m.insert(id.clone(), Arc::downgrade(&b));
+        Some(b)
     }
 
     /// Scan streams running now.
@@ -404,14 +438,20 @@ impl Admission {
                 running: (self.clone(), id),
             })),
             _caller: caller,
+            _bytes: None,
         };
         (ticket, id)
     }
 
-    /// Admits a `Query` (a server-side merge) for `caller`, or answers
+    /// Admits a `Query` (a server-side merge) for `caller`, setting aside
+    /// the `bytes` its streams may hold in the caller's budget, or answers
     /// RESOURCE_EXHAUSTED naming the limit. Register its killer with
     /// [`Admission::track`] (no credits) so a revocation ends it.
-    pub fn query(self: &Arc<Self>, caller: &Principal) -> Result<(Ticket, u64), Status> {
+    pub fn query(
+        self: &Arc<Self>,
+        caller: &Principal,
+        bytes: usize,
+    ) -> Result<(Ticket, u64), Status> {
         let place = match caller {
             Principal::Token { id, .. } => Some(
                 take_caller_places(
@@ -431,6 +471,20 @@ impl Admission {
             ),
             Principal::Cluster => None,
         };
+        let reserved = match (caller, self.caller_bytes(caller)) {
+            (Principal::Token { id, .. }, Some(budget)) => {
+                Some(budget.try_reserve(bytes).ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "token {id} holds {held} bytes of scans and queries on {}; a query \
+                         sets aside {bytes} more; the limit is scan_bytes_per_caller_max = {}",
+                        self.server,
+                        self.limits.bytes_per_caller_max,
+                        held = budget.used(),
+                    ))
+                })?)
+            }
+            _ => None,
+        };
         let permit = self.queries.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "{n} queries are running on {}; the limit is queries_max = {n}",
@@ -438,7 +492,9 @@ impl Admission {
                 n = self.limits.queries_max
             ))
         })?;
-        Ok(self.ticket(permit, None, place))
+        let (mut ticket, id) = self.ticket(permit, None, place);
+        ticket._bytes = reserved;
+        Ok((ticket, id))
     }
 }
 

@@ -64,6 +64,15 @@ pub const STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 64 << 20;
 /// Bytes of unacknowledged scan batches one tablet server holds at most,
 /// across all streams; streams wait for acks beyond it.
 pub const SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 512 << 20;
+/// Bytes one caller (one client token) may make one server hold at once:
+/// its streams' unacknowledged batches (they wait for acks beyond it; a
+/// slot holding none may still send one batch) plus what its Queries set
+/// aside. A quarter of the server's, so no one token takes it all.
+pub const SCAN_BYTES_PER_CALLER_MAX_DEFAULT: u64 = SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT / 4;
+/// Bytes one Query's streams may hold in flight altogether (split over the
+/// servers it reads), set aside in its caller's budget when it starts:
+/// `queries_per_caller_max` Queries fit one caller's budget.
+pub const QUERY_BYTES_IN_FLIGHT_MAX_DEFAULT: u64 = 16 << 20;
 /// Tablets one tablet server holds at most: placement assigns no more to
 /// it, and CreateTable is refused (RESOURCE_EXHAUSTED) when the live
 /// servers could not hold every tablet. Each tablet is an engine store
@@ -94,6 +103,11 @@ const _: () = {
     assert!(SCAN_STREAMS_MAX_DEFAULT <= SCAN_SLOTS_MAX_DEFAULT);
     assert!(SCAN_SLOTS_PER_CALLER_MAX_DEFAULT < SCAN_SLOTS_MAX_DEFAULT);
     assert!(STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT <= SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT);
+    assert!(SCAN_BYTES_PER_CALLER_MAX_DEFAULT <= SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT);
+    assert!(
+        QUERY_BYTES_IN_FLIGHT_MAX_DEFAULT * QUERIES_PER_CALLER_MAX_DEFAULT as u64
+            <= SCAN_BYTES_PER_CALLER_MAX_DEFAULT
+    );
     // A batch (at most BATCH_BYTES_MAX plus one 64 MiB row) fits one
     // message with room for framing.
     assert!(BATCH_BYTES_MAX as usize + (64 << 20) <= crate::scan::MESSAGE_BYTES_BUDGET);
@@ -345,6 +359,10 @@ pub struct TserverConfig {
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
     pub scan_bytes_in_flight_max: u64,
+    /// Bytes one caller's streams and Queries hold on this server, at most.
+    pub scan_bytes_per_caller_max: u64,
+    /// Bytes one Query's streams hold in flight altogether, at most.
+    pub query_bytes_in_flight_max: u64,
     /// Memtable of each tablet: frozen and flushed at this size, MiB.
     pub tablet_memtable_mib: u64,
     /// A tablet whose oldest unflushed write is older than this is flushed,
@@ -412,6 +430,8 @@ impl Default for TserverConfig {
             queries_per_caller_max: QUERIES_PER_CALLER_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
+            scan_bytes_per_caller_max: SCAN_BYTES_PER_CALLER_MAX_DEFAULT,
+            query_bytes_in_flight_max: QUERY_BYTES_IN_FLIGHT_MAX_DEFAULT,
             tablet_memtable_mib: TABLET_MEMTABLE_MIB_DEFAULT,
             flush_max_age_ms: FLUSH_MAX_AGE_MS_DEFAULT,
             tablet_stuck_ms: TABLET_STUCK_MS,
@@ -442,6 +462,8 @@ impl TserverConfig {
             slots_per_caller_max: self.scan_slots_per_caller_max,
             queries_max: self.queries_max,
             queries_per_caller_max: self.queries_per_caller_max,
+            bytes_per_caller_max: usize::try_from(self.scan_bytes_per_caller_max)
+                .unwrap_or(usize::MAX),
             idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
         }
     }
@@ -501,6 +523,8 @@ impl TserverConfig {
                 self.stream_bytes_in_flight_max,
             ),
             ("scan_bytes_in_flight_max", self.scan_bytes_in_flight_max),
+            ("scan_bytes_per_caller_max", self.scan_bytes_per_caller_max),
+            ("query_bytes_in_flight_max", self.query_bytes_in_flight_max),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be at least 1"));
@@ -627,6 +651,8 @@ pub struct SserverConfig {
     pub stream_bytes_in_flight_max: u64,
     /// Bytes of unacknowledged scan batches on this server, at most.
     pub scan_bytes_in_flight_max: u64,
+    /// Bytes of one caller's streams on this server, at most.
+    pub scan_bytes_per_caller_max: u64,
     /// A copy of the manager's cluster secret (required).
     pub cluster_secret_file: PathBuf,
     /// TLS as in `[tserver]`.
@@ -664,6 +690,7 @@ impl Default for SserverConfig {
             scan_slots_per_caller_max: SCAN_SLOTS_PER_CALLER_MAX_DEFAULT,
             stream_bytes_in_flight_max: STREAM_BYTES_IN_FLIGHT_MAX_DEFAULT,
             scan_bytes_in_flight_max: SCAN_BYTES_IN_FLIGHT_MAX_DEFAULT,
+            scan_bytes_per_caller_max: SCAN_BYTES_PER_CALLER_MAX_DEFAULT,
             cluster_secret_file: PathBuf::new(),
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
@@ -683,6 +710,8 @@ impl SserverConfig {
             slots_per_caller_max: self.scan_slots_per_caller_max,
             queries_max: 0,
             queries_per_caller_max: 0,
+            bytes_per_caller_max: usize::try_from(self.scan_bytes_per_caller_max)
+                .unwrap_or(usize::MAX),
             idle_after: std::time::Duration::from_millis(self.ack_wait_timeout_ms),
         }
     }
@@ -739,6 +768,7 @@ impl SserverConfig {
                 self.stream_bytes_in_flight_max,
             ),
             ("scan_bytes_in_flight_max", self.scan_bytes_in_flight_max),
+            ("scan_bytes_per_caller_max", self.scan_bytes_per_caller_max),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be at least 1"));

@@ -408,6 +408,13 @@ impl Node {
                 c(&m.scans_active),
             );
             metric(
+                "tablinum_tserver_scan_bytes_in_flight",
+                "gauge",
+                "Bytes of scan batches sent and not yet acknowledged, all streams \
+                 (scan_bytes_in_flight_max).",
+                ts.scan_bytes_in_flight() as f64,
+            );
+            metric(
                 "tablinum_tserver_scan_batches_total",
                 "counter",
                 "Scan batches sent.",

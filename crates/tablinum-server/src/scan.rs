@@ -33,10 +33,11 @@ pub type Outbox = crate::admit::OutboxTx<Vec<tablinum_proto::v1::SlotBatch>>;
 /// The transport's end of a scan's outbox.
 pub type OutboxRx = crate::admit::OutboxRx<Vec<tablinum_proto::v1::SlotBatch>>;
 
-/// Bytes of unacknowledged scan batches one server holds at most, across
-/// all its streams: a stream waits for credit while the total is at or
-/// over the limit (each stream may overshoot it by the batch it is
-/// sending, at most `batch_bytes`).
+/// Bytes of unacknowledged scan batches one server (or one caller on it)
+/// holds at most, across all its streams: a stream waits for credit while
+/// the total is at or over the limit (each slot with nothing in flight may
+/// still send one batch, at most `batch_bytes`, so no merge waits forever
+/// on bytes another of its own streams holds).
 #[derive(Debug)]
 pub struct ByteBudget {
     used: AtomicUsize,
@@ -73,17 +74,59 @@ impl ByteBudget {
             self.freed.notify_waiters();
         }
     }
+
+    /// Sets `n` bytes aside until the returned guard drops, if they fit
+    /// under the limit now; `None` if they do not.
+    pub fn try_reserve(self: &Arc<Self>, n: usize) -> Option<Reserved> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|&t| t <= self.max)
+            })
+            .ok()?;
+        Some(Reserved {
+            budget: self.clone(),
+            n,
+        })
+    }
+}
+
+/// Bytes set aside in a [`ByteBudget`]; given back when dropped.
+#[derive(Debug)]
+pub struct Reserved {
+    budget: Arc<ByteBudget>,
+    n: usize,
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.budget.refund(self.n);
+    }
+}
+
+/// The bytes of unacknowledged batches a stream of `starts` may hold: the
+/// smallest non-zero `stream_bytes_max` its scans ask for, never more than
+/// the server's `server_max`.
+pub fn stream_bytes_max(server_max: u64, starts: &[tablinum_proto::v1::ScanStart]) -> usize {
+    let asked = starts
+        .iter()
+        .map(|s| s.stream_bytes_max)
+        .filter(|&b| b > 0)
+        .min()
+        .unwrap_or(u64::MAX);
+    usize::try_from(asked.min(server_max)).unwrap_or(usize::MAX)
 }
 
 /// The windows of one stream's slots, shared by the producer and the task
 /// reading acknowledgements: the pure [`tablinum_stream::credit::Credits`]
 /// (which the in-process channel and its model test run too) behind a
-/// lock, plus the wake-ups and the server-wide byte budget.
+/// lock, plus the wake-ups and the byte budgets it draws from.
 #[derive(Debug)]
 pub struct Credits {
     st: Mutex<StreamCredits>,
     notify: Notify,
     server: Arc<ByteBudget>,
+    /// The calling token's budget on this server (none for members).
+    caller: Option<Arc<ByteBudget>>,
     /// Messages queued for the transport and not taken by it yet.
     queued: AtomicUsize,
 }
@@ -108,12 +151,19 @@ fn now() -> std::time::Instant {
 
 impl Credits {
     /// One window per slot, batches; at most `stream_bytes_max` bytes of
-    /// unacknowledged batches, drawn from the server's `server` budget.
-    pub fn new(windows: &[u32], stream_bytes_max: usize, server: Arc<ByteBudget>) -> Arc<Credits> {
+    /// unacknowledged batches, drawn from the server's `server` budget and
+    /// the calling token's `caller` budget.
+    pub fn new(
+        windows: &[u32],
+        stream_bytes_max: usize,
+        server: Arc<ByteBudget>,
+        caller: Option<Arc<ByteBudget>>,
+    ) -> Arc<Credits> {
         Arc::new(Credits {
             st: Mutex::new(StreamCredits::new(windows, stream_bytes_max, now())),
             notify: Notify::new(),
             server,
+            caller,
             queued: AtomicUsize::new(0),
         })
     }
@@ -168,10 +218,20 @@ impl Credits {
             let freed = self.server.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
+            // Created before the check, so a refund between the check
+            // and the wait still wakes it.
+            let caller_freed = self.caller.as_ref().map(|c| c.freed.notified());
+            let caller_freed = async {
+                match caller_freed {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(caller_freed);
             let take = self
                 .st
                 .lock()
-                .take(wanted, self.server.full(), timeout, now());
+                .take(wanted, self.budgets_full(), timeout, now());
             match take {
                 Take::Granted(g) => return Ok(g),
                 Take::Stop(CreditStop::Cancelled) => return Err(CreditError::Cancelled),
@@ -180,20 +240,43 @@ impl Credits {
                 Take::Wait { deadline: Some(d) } => tokio::select! {
                     _ = &mut notified => {}
                     _ = &mut freed => {}
+                    _ = &mut caller_freed => {}
                     _ = tokio::time::sleep_until(tokio::time::Instant::from_std(d)) => {}
                 },
                 Take::Wait { deadline: None } => tokio::select! {
                     _ = &mut notified => {}
                     _ = &mut freed => {}
+                    _ = &mut caller_freed => {}
                 },
             }
+        }
+    }
+
+    /// Whether the server's or the caller's byte budget is spent.
+    fn budgets_full(&self) -> bool {
+        self.server.full() || self.caller.as_ref().is_some_and(|c| c.full())
+    }
+
+    /// Charges `n` bytes to every budget this stream draws from.
+    fn charge(&self, n: usize) {
+        self.server.charge(n);
+        if let Some(c) = &self.caller {
+            c.charge(n);
+        }
+    }
+
+    /// Gives `n` bytes back to every budget this stream draws from.
+    fn refund(&self, n: usize) {
+        self.server.refund(n);
+        if let Some(c) = &self.caller {
+            c.refund(n);
         }
     }
 
     /// Whether the byte budgets let slot `i` send one more batch in the
     /// current round.
     pub fn may_send(&self, i: usize) -> bool {
-        self.st.lock().may_send(i, self.server.full())
+        self.st.lock().may_send(i, self.budgets_full())
     }
 
     /// Gives back `batches` of credit `slot` took but did not use.
@@ -204,7 +287,7 @@ impl Credits {
     /// A batch of `bytes` went out for `slot`: it holds them until acked.
     pub fn sent(&self, slot: usize, bytes: usize) {
         if self.st.lock().sent(slot, bytes) {
-            self.server.charge(bytes);
+            self.charge(bytes);
         }
     }
 
@@ -214,7 +297,7 @@ impl Credits {
     /// INVALID_ARGUMENT.
     pub fn ack(&self, slot: usize, batches: u32, window: u32, cancel: bool) {
         let freed = self.st.lock().ack(slot, batches, window, cancel, now());
-        self.server.refund(freed);
+        self.refund(freed);
         self.notify.notify_waiters();
     }
 
@@ -242,7 +325,7 @@ impl Credits {
     /// The client went away: every slot stops.
     pub fn end(&self) {
         let freed = self.st.lock().end();
-        self.server.refund(freed);
+        self.refund(freed);
         self.notify.notify_waiters();
     }
 
@@ -254,8 +337,9 @@ impl Credits {
 
 impl Drop for Credits {
     fn drop(&mut self) {
-        // The stream is over: whatever it held goes back to the server.
-        self.server.refund(self.st.get_mut().bytes_in_flight());
+        // The stream is over: whatever it held goes back to the budgets.
+        let held = self.st.get_mut().bytes_in_flight();
+        self.refund(held);
     }
 }
 

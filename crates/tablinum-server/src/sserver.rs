@@ -485,9 +485,10 @@ impl Sserver {
 
     /// Runs the slots of one stream on the scan threads; the stream counts
     /// as served on the client's `attempt` (and `plan`) once a batch of it
-    /// goes out.
+    /// goes out. `starts` say how many bytes the stream may hold.
     fn spawn_producer(
         self: &Arc<Self>,
+        starts: &[v1::ScanStart],
         slots: Vec<Slot>,
         windows: &[u32],
         busy: Option<BusyTimeout>,
@@ -501,8 +502,9 @@ impl Sserver {
         } = who;
         let credits = Credits::new(
             windows,
-            usize::try_from(self.cfg.stream_bytes_in_flight_max).unwrap_or(usize::MAX),
+            crate::scan::stream_bytes_max(self.cfg.stream_bytes_in_flight_max, starts),
             self.scan_bytes.clone(),
+            self.admission.caller_bytes(caller),
         );
         let (tx, rx) = crate::admit::outbox(
             crate::scan::PRODUCER_QUEUE_MESSAGES,
@@ -683,7 +685,14 @@ impl TabletServer for SserverService {
             caller: &caller,
             tables: &[start.table_id],
         };
-        let (credits, rx) = ss.spawn_producer(vec![slot], &[window], busy, said, who);
+        let (credits, rx) = ss.spawn_producer(
+            std::slice::from_ref(&start),
+            vec![slot],
+            &[window],
+            busy,
+            said,
+            who,
+        );
         crate::scan::read_scan_acks(inbound, credits);
         let out = crate::scan::scan_batches(rx);
         Ok(Response::new(Box::pin(out)))
@@ -743,7 +752,7 @@ impl TabletServer for SserverService {
             caller: &caller,
             tables: &tables,
         };
-        let (credits, rx) = ss.spawn_producer(slots, &windows, busy, said, who);
+        let (credits, rx) = ss.spawn_producer(&starts, slots, &windows, busy, said, who);
         crate::scan::read_scan_many_acks(inbound, credits);
         let out =
             tokio_stream::StreamExt::map(rx, |m| m.map(|batches| v1::ScanManyBatch { batches }));

@@ -739,12 +739,19 @@ impl Tserver {
         self.refuse(status_from_engine(e))
     }
 
-    /// Credits for a stream of `windows`, under this server's byte limits.
-    fn credits(&self, windows: &[u32]) -> Arc<Credits> {
+    /// Credits for a stream of `starts` with `windows`, under this
+    /// server's byte limits and `caller`'s.
+    fn credits(
+        &self,
+        starts: &[v1::ScanStart],
+        windows: &[u32],
+        caller: &tablinum_auth::Principal,
+    ) -> Arc<Credits> {
         Credits::new(
             windows,
-            usize::try_from(self.cfg.stream_bytes_in_flight_max).unwrap_or(usize::MAX),
+            crate::scan::stream_bytes_max(self.cfg.stream_bytes_in_flight_max, starts),
             self.scan_bytes.clone(),
+            self.admission.caller_bytes(caller),
         )
     }
 
@@ -1341,7 +1348,7 @@ impl TabletRpc for TserverService {
         let (slot, window) = ts.open_slot(&start, &tablet)?;
         // The cursor is a snapshot: confirm it is not a stale owner's.
         ts.confirm_read(&tablet)?;
-        let credits = ts.credits(&[window]);
+        let credits = ts.credits(std::slice::from_ref(&start), &[window], &caller);
         crate::scan::read_scan_acks(inbound, credits.clone());
         let rx = ts.spawn_producer(vec![slot], credits, permit, &caller);
         // One ScanBatch per batch (a producer message may carry several).
@@ -1394,7 +1401,7 @@ impl TabletRpc for TserverService {
             slots.push(slot);
             windows.push(window);
         }
-        let credits = ts.credits(&windows);
+        let credits = ts.credits(&starts, &windows, &caller);
         crate::scan::read_scan_many_acks(inbound, credits.clone());
         let rx = ts.spawn_producer(slots, credits, permit, &caller);
         let out =
@@ -1411,9 +1418,20 @@ impl TabletRpc for TserverService {
         let caller = authorize(&req, Need::Read, "Query")?;
         let ts = self.0.clone();
         // A Query takes one of the server's Query places and one of its
-        // caller's; the streams it opens to servers run as a cluster
-        // member, under those servers' byte budgets.
-        let (ticket, query_id) = ts.admission.query(&caller).map_err(|s| ts.refuse(s))?;
+        // caller's, and sets its bytes aside in its caller's budget; the
+        // streams it opens to servers run as a cluster member, under those
+        // servers' byte budgets and within the bytes set aside.
+        let window_bytes_max = match caller {
+            tablinum_auth::Principal::Token { .. } => ts.cfg.query_bytes_in_flight_max,
+            tablinum_auth::Principal::Cluster => 0,
+        };
+        let (ticket, query_id) = ts
+            .admission
+            .query(
+                &caller,
+                usize::try_from(window_bytes_max).unwrap_or(usize::MAX),
+            )
+            .map_err(|s| ts.refuse(s))?;
         let r = req.into_inner();
         ts.metrics.queries.fetch_add(1, Ordering::Relaxed);
         let mode = match r.stream_limit.and_then(|s| s.mode) {
@@ -1438,6 +1456,7 @@ impl TabletRpc for TserverService {
                 key_prefix: f.key_prefix,
                 count_only: f.count_only,
             }),
+            window_bytes_max,
         };
         // One chunk queued for the transport at most: a caller that stops
         // reading stops the merge within one chunk, and one that reads

@@ -154,6 +154,121 @@ fn unread_streams_hold_no_more_than_the_byte_limits() {
     });
 }
 
+/// One token's streams share one byte budget on a server
+/// (`scan_bytes_per_caller_max`): a greedy reader's unread streams stop at
+/// its share, not at the server's, so another token's scan still gets its
+/// bytes; a Query that would set aside more than the share left is refused
+/// naming the limit; and a stream may ask for a smaller byte window than
+/// the server's (`stream_bytes_max`) but never a larger one.
+#[test]
+fn one_callers_streams_share_one_byte_budget() {
+    const CALLER_MAX: u64 = 2 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| {
+        t.stream_bytes_in_flight_max = 8 << 20;
+        t.scan_bytes_in_flight_max = 16 << 20;
+        t.scan_bytes_per_caller_max = CALLER_MAX;
+        t.query_bytes_in_flight_max = 1 << 20;
+        t.ack_wait_timeout_ms = 30_000;
+    });
+    table_with_rows(&c, "big", 48, ROW_BYTES);
+    let (_, greedy) = c.client.create_token(Role::Read, "greedy").unwrap();
+    let (_, other) = c.client.create_token(Role::Read, "other").unwrap();
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        // Three unread streams of the greedy token, windows of 1,024
+        // one-row batches: together they stop at its 2 MiB share (plus the
+        // first batch each slot may always send), far below the stream
+        // and server limits.
+        let mut held = Vec::new();
+        let mut got = 0;
+        for _ in 0..3 {
+            let mut s = open_many(&addr, Some(&greedy), vec![scan("big", 1024, 1)])
+                .await
+                .unwrap();
+            got += bytes_received(&drain_for(&mut s.1, Duration::from_millis(500)).await);
+            held.push(s);
+        }
+        let slack = 3 * (ROW_BYTES + 1024);
+        assert!(got >= CALLER_MAX as usize, "{got}");
+        assert!(
+            got <= CALLER_MAX as usize + slack,
+            "greedy streams got {got} bytes"
+        );
+        assert!(ts.scan_bytes_in_flight() <= CALLER_MAX as usize + slack);
+        // Another token is not held back by the greedy one's share: its
+        // stream gets its own 2 MiB.
+        let mut o = open_many(&addr, Some(&other), vec![scan("big", 1024, 1)])
+            .await
+            .unwrap();
+        let other_got = bytes_received(&drain_for(&mut o.1, Duration::from_millis(700)).await);
+        assert!(
+            other_got >= CALLER_MAX as usize,
+            "the other token got {other_got} bytes"
+        );
+        // The greedy token's Query would set aside 1 MiB its share does
+        // not have: refused, naming the limit.
+        let mut raw = common::raw_tserver_as(&addr, Some(&greedy)).await;
+        let e = match raw
+            .query(v1::QueryRequest {
+                table: "big".into(),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(_) => panic!("a Query past the caller's byte budget was admitted"),
+            Err(e) => e,
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(
+            e.message().contains("scan_bytes_per_caller_max = 2097152"),
+            "{e:?}"
+        );
+        // Once its streams end, the share is whole again and the Query
+        // runs, holding at most its 1 MiB (plus a batch) while unread.
+        drop(held);
+        let t0 = Instant::now();
+        while ts.scan_bytes_in_flight() > other_got + 4096 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "greedy bytes never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let q = raw
+            .query(v1::QueryRequest {
+                table: "big".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let before = ts.scan_bytes_in_flight();
+        assert!(
+            before <= other_got + (1 << 20) + ROW_BYTES + 4096,
+            "a stalled Query holds {} bytes beyond the other stream",
+            before.saturating_sub(other_got)
+        );
+        drop(q);
+        // A stream asking for a 512 KiB window gets about that; one asking
+        // for more than the server's gets the server's (here the caller's
+        // share, 2 MiB, is what stops it first).
+        drop(o);
+        let small = ScanStart {
+            stream_bytes_max: 512 << 10,
+            ..scan("big", 1024, 1)
+        };
+        let mut s = open_many(&addr, Some(&other), vec![small]).await.unwrap();
+        let n = bytes_received(&drain_for(&mut s.1, Duration::from_millis(700)).await);
+        assert!(
+            (512 << 10..=(512 << 10) + ROW_BYTES + 1024).contains(&n),
+            "a 512 KiB stream window let {n} bytes through"
+        );
+    });
+}
+
 #[test]
 fn one_caller_cannot_take_every_stream_and_a_busy_query_fails_fast() {
     let dir = tempfile::tempdir().unwrap();

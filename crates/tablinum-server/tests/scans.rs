@@ -130,6 +130,7 @@ fn coordinated_scans_match_a_model_for_q_1_to_192() {
                 keys_only,
                 consistency: tablinum_client::Consistency::Immediate,
                 filter: None,
+                window_bytes_max: 0,
             };
             let in_range = |k: &Vec<u8>| *k >= start && (end.is_empty() || *k < end);
             let take = if limit == 0 {

@@ -623,6 +623,7 @@ pub fn cell_query(table: &str, cell: &Cell) -> Query {
         keys_only: true,
         consistency: tablinum_client::Consistency::Immediate,
         filter: None,
+        window_bytes_max: 0,
     }
 }
 
