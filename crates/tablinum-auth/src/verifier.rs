@@ -122,7 +122,11 @@ pub struct Verifier {
 fn refused(r: Refusal) -> Status {
     match r {
         // Nothing wrong with the caller: a fresh proof will do.
-        Refusal::Overloaded | Refusal::BeforeStart { .. } => Status::unavailable(r.to_string()),
+        Refusal::Overloaded | Refusal::BeforeStart { .. } => tablinum_proto::error::status(
+            tonic::Code::Unavailable,
+            tablinum_proto::error::ErrorReason::ProofRetry,
+            r.to_string(),
+        ),
         _ => Status::unauthenticated(r.to_string()),
     }
 }
@@ -549,6 +553,11 @@ impl tonic::service::Interceptor for Bearer {
 /// port, a forged server) fails the call with UNAVAILABLE before a byte of
 /// it is read. An error answer without one passes (a refusal carries no
 /// data, and a real server refusing the proof cannot answer it).
+///
+/// It also types the transport's own failures where they happen
+/// ([`transport_failure`]): a connection never made is CONNECT_FAILED
+/// (nothing was sent), one that broke under the call (before its answer or
+/// within its body) is TRANSPORT (it may have been applied).
 #[derive(Clone)]
 pub struct Caller<S> {
     inner: S,
@@ -575,9 +584,9 @@ where
     S::Error: Into<StdError>,
     S::Future: Send + 'static,
 {
-    type Response = S::Response;
+    type Response = http::Response<Typed<RB>>;
     type Error = StdError;
-    type Future = BoxFuture<S::Response, StdError>;
+    type Future = BoxFuture<Self::Response, StdError>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StdError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -593,7 +602,13 @@ where
         let audience = self.bearer.audience.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {
-            let resp = fut.await.map_err(Into::into)?;
+            let resp = fut
+                .await
+                .map_err(|e| transport_failure(e.into(), &audience))?
+                .map(|b| Typed {
+                    inner: Box::pin(b),
+                    audience: audience.clone(),
+                });
             let Some(expected) = expected else {
                 return Ok(resp);
             };
@@ -609,6 +624,75 @@ where
                  (its answer lacks the proof only a member can make): not trusted"
             ))) as StdError)
         })
+    }
+}
+
+/// A transport failure `e` of a call to `audience`, typed where it
+/// happened: a connection never made is CONNECT_FAILED (applied no); any
+/// other failure below gRPC (a reset, an HTTP/2 protocol error, a TLS
+/// server spoken to in plaintext) is TRANSPORT (applied unknown). A status
+/// and tonic's timeout pass as they are.
+pub fn transport_failure(e: StdError, audience: &str) -> StdError {
+    use tablinum_proto::error::{status, ErrorReason};
+    if e.is::<Status>() || e.is::<tonic::TimeoutExpired>() {
+        return e;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(c) = cause {
+        if c.is::<tonic::ConnectError>() {
+            return Box::new(status(
+                tonic::Code::Unavailable,
+                ErrorReason::ConnectFailed,
+                format!("cannot connect to {audience}: {e}"),
+            ));
+        }
+        if c.is::<Status>() {
+            return e;
+        }
+        cause = c.source();
+    }
+    Box::new(status(
+        tonic::Code::Unavailable,
+        ErrorReason::Transport,
+        format!(
+            "transport error talking to {audience}: {e}: the connection failed below gRPC (a \
+             reset, or a server that speaks TLS spoken to without --ca / TABLINUM_CA)"
+        ),
+    ))
+}
+
+/// A response body whose transport failures are typed
+/// ([`transport_failure`]).
+pub struct Typed<B> {
+    inner: std::pin::Pin<Box<B>>,
+    audience: Arc<str>,
+}
+
+impl<B> http_body::Body for Typed<B>
+where
+    B: http_body::Body,
+    B::Error: Into<StdError>,
+{
+    type Data = B::Data;
+    type Error = StdError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let audience = self.audience.clone();
+        self.inner
+            .as_mut()
+            .poll_frame(cx)
+            .map_err(|e| transport_failure(e.into(), &audience))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

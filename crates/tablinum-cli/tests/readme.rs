@@ -209,3 +209,48 @@ fn bench_results_stay_small_and_every_run_has_a_note() {
         "run folders without a NOTE.md: {without_note:?}"
     );
 }
+
+/// No client code decides by the words of a status: retries, "not
+/// applied" and busy answers come from the status's code and typed detail
+/// (`tablinum_client::error::classify`), never from its message, which is
+/// for people. A line of the client's sources outside its tests that reads
+/// a status's message and compares it fails this test.
+#[test]
+fn no_client_code_path_matches_on_a_status_message() {
+    let src = repo_root()
+        .join("crates")
+        .join("tablinum-client")
+        .join("src");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests may check the words they expect.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (i, line) in code.lines().enumerate() {
+            let reads_message = line.contains(".message()");
+            let compares = [
+                "starts_with(",
+                "ends_with(",
+                "contains(",
+                "strip_prefix(",
+                " == ",
+                " != ",
+                "matches!(",
+            ]
+            .iter()
+            .any(|c| line.contains(c));
+            if reads_message && compares {
+                found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "client code matching on status messages (use the typed detail):\n{}",
+        found.join("\n")
+    );
+}

@@ -559,15 +559,10 @@ impl<'a> Batch<'a> {
                 let on_tserver = self.bin_log[r.bin].plan.is_none();
                 let failure = self.take_report(r.bin, r.pieces, r.rows, r.finished, r.failure);
                 if let Some((t, s)) = failure {
-                    let busy = crate::error::is_busy(&s);
                     match &profile {
                         Some(_) => {
-                            let retry = busy
-                                || crate::error::retryable(&s)
-                                || matches!(
-                                    s.code(),
-                                    tonic::Code::ResourceExhausted | tonic::Code::DeadlineExceeded
-                                );
+                            let crate::error::Verdict { retry, busy, .. } =
+                                crate::error::classify(&s, crate::error::Op::Eventual);
                             if !retry || self.tablets[t].attempts.len() >= EVENTUAL_ATTEMPTS_MAX {
                                 return Err(self.give_up(t, &s));
                             }
@@ -576,7 +571,7 @@ impl<'a> Batch<'a> {
                             refresh_tservers |= !busy && on_tserver;
                         }
                         None => {
-                            if !crate::error::retryable(&s) {
+                            if !crate::error::classify(&s, crate::error::Op::Read).retry {
                                 return Err(self.give_up(t, &s));
                             }
                             wait_for = Some((t, s));
@@ -1215,10 +1210,11 @@ mod tests {
         let req = BatchScan::new("t", vec![KeyRange::new(*b"a", *b"z")]);
         let mut b = sent(&client, &req);
         assert_eq!(b.pieces.len(), 3);
-        let busy = Status::resource_exhausted(format!(
-            "{}: a batch waited 33 ms",
-            crate::SCAN_SERVER_BUSY_PREFIX
-        ));
+        let busy = tablinum_proto::error::status(
+            tonic::Code::ResourceExhausted,
+            tablinum_proto::error::ErrorReason::ScanServerBusy,
+            "scan server busy: a batch waited 33 ms",
+        );
         let failed = b.take_report(
             0,
             vec![0, 1, 2],

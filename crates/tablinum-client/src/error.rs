@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use tablinum_proto::error::{reason_of_code, Applied, Detail, ErrorReason};
 use tonic::{Code, Status};
 
 /// What went wrong with a client call.
@@ -68,91 +69,127 @@ impl std::error::Error for Error {}
 /// Result of client calls.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Whether a status means "try again after refreshing locations".
+/// What kind of call failed, for [`classify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A read on a tablet server (or any call that changes nothing).
+    Read,
+    /// A write: sent again only when the failure proves it changed nothing.
+    Write,
+    /// An eventual read on a scan server: a busy or stalled server is left
+    /// for another at once.
+    Eventual,
+}
+
+/// What to do about a failed call ([`classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Try again (after refreshing locations, or on another server).
+    pub retry: bool,
+    /// A scan server's busy answer: no work was done; go elsewhere at once.
+    pub busy: bool,
+    /// The failure proves the request changed nothing.
+    pub not_applied: bool,
+}
+
+/// The typed cause of `s`: its detail, or what its code alone says with
+/// `applied` unknown (a status from a proxy, or tonic's own).
+fn cause(s: &Status) -> Detail {
+    Detail::of(s).unwrap_or_else(|| Detail {
+        applied: Applied::Unknown,
+        ..Detail::new(reason_of_code(s.code()))
+    })
+}
+
+/// The one rule every attempt loop (point, write, query, eventual, batch)
+/// follows: from a status's code and typed detail, never its message.
 ///
-/// INTERNAL counts only when the transport said it ([`H2_BROKEN_PREFIX`]):
-/// a server killed or restarted mid-stream can end the HTTP/2 connection
-/// with a protocol error, which tonic reports as INTERNAL, and that is the
-/// same lost connection as UNAVAILABLE. A server's own INTERNAL answer
-/// (an engine error) is not retried. A write still needs
-/// [`not_applied`] as well, which INTERNAL never is.
-pub(crate) fn retryable(s: &Status) -> bool {
-    match s.code() {
-        Code::FailedPrecondition | Code::Unavailable | Code::Unknown | Code::Cancelled => true,
-        Code::Internal => s.message().starts_with(H2_BROKEN_PREFIX),
+/// - Retried for any call: the tablet moved or a newer owner took it
+///   (NOT_SERVING, STALE_EPOCH), the tablet is opening or reopening
+///   (TABLET_UNAVAILABLE), the proof must be made afresh (PROOF_RETRY),
+///   the connection was never made (CONNECT_FAILED) or broke (TRANSPORT),
+///   an outcome-unknown or cancelled read; and an untyped UNAVAILABLE,
+///   UNKNOWN or CANCELLED.
+/// - A write only when, besides, the detail says it was not applied.
+/// - An eventual read also on a busy scan server (SCAN_SERVER_BUSY) and
+///   one that stalled (DEADLINE): another server is tried.
+/// - Never: LIMIT_EXCEEDED (the proto says clients do not), bad requests,
+///   refusals of credentials, NOT_FOUND, corruption.
+pub(crate) fn classify(s: &Status, op: Op) -> Verdict {
+    use ErrorReason as R;
+    let d = cause(s);
+    let busy = d.reason == R::ScanServerBusy;
+    let transient = match d.reason {
+        R::NotServing
+        | R::StaleEpoch
+        | R::TabletUnavailable
+        | R::ProofRetry
+        | R::ConnectFailed
+        | R::Transport
+        | R::OutcomeUnknown
+        | R::CancelledByCaller => true,
+        R::Unspecified => matches!(
+            s.code(),
+            Code::Unavailable | Code::Unknown | Code::Cancelled
+        ),
         _ => false,
+    };
+    let not_applied = d.applied == Applied::No;
+    let retry = match op {
+        Op::Read => transient,
+        Op::Write => transient && not_applied,
+        Op::Eventual => transient || busy || d.reason == R::Deadline,
+    };
+    Verdict {
+        retry,
+        busy,
+        not_applied,
     }
 }
 
-/// How tonic words an HTTP/2 connection that broke under a request.
-pub(crate) const H2_BROKEN_PREFIX: &str = "h2 protocol error";
-
-/// Whether a status proves the request was not applied, so even a write
-/// may be sent again: the server refused it ("not serving", tablet
-/// opening) or it never reached a server. UNKNOWN and CANCELLED (a
-/// connection that broke mid-request) do not: the write may have been
-/// applied, and sending it again could undo another client's later write.
-///
-/// UNAVAILABLE proves it only when a server said so ("tablet unavailable")
-/// or the connection was never made ("tcp connect error"): a connection
-/// lost after the request was sent (a keepalive timeout to a paused
-/// server, a reset) also reads UNAVAILABLE, and that write may have been
-/// applied.
-pub(crate) fn not_applied(s: &Status) -> bool {
-    match s.code() {
-        Code::FailedPrecondition | Code::ResourceExhausted => true,
-        Code::Unavailable => {
-            let m = s.message();
-            m.starts_with(SERVER_UNAVAILABLE_PREFIX) || m == CONNECT_FAILED_MESSAGE
-        }
-        _ => false,
-    }
-}
-
-/// How a tablet server's own UNAVAILABLE answers begin (opening, closed).
-pub const SERVER_UNAVAILABLE_PREFIX: &str = "tablet unavailable";
-/// How a scan server's busy answers (RESOURCE_EXHAUSTED) begin: a batch
-/// waited longer than the scan's busy timeout; no work was done.
-pub const SCAN_SERVER_BUSY_PREFIX: &str = "scan server busy";
-
-/// Whether a status is a scan server's busy answer.
+/// Whether a status is a scan server's busy answer (SCAN_SERVER_BUSY).
 pub fn is_busy(s: &Status) -> bool {
-    s.code() == Code::ResourceExhausted && s.message().starts_with(SCAN_SERVER_BUSY_PREFIX)
+    Detail::of(s).is_some_and(|d| d.reason == ErrorReason::ScanServerBusy)
 }
 
-/// tonic's message for a connection that could not be made.
-const CONNECT_FAILED_MESSAGE: &str = "tcp connect error";
-
-/// The error for a write whose failure does not prove it was not applied.
+/// The error for a write that is not sent again: an outcome-unknown
+/// error unless the failure proves the write changed nothing or is a
+/// refusal by its code.
 pub(crate) fn write_outcome(s: Status) -> Error {
-    match s.code() {
-        Code::Unavailable | Code::Cancelled | Code::Unknown => {
-            Error::OutcomeUnknown(format!("{:?}: {}", s.code(), s.message()))
-        }
-        _ => s.into(),
+    let d = cause(&s);
+    let lost = matches!(
+        d.reason,
+        ErrorReason::OutcomeUnknown | ErrorReason::Transport | ErrorReason::CancelledByCaller
+    ) || (d.reason == ErrorReason::Unspecified
+        && matches!(
+            s.code(),
+            Code::Unavailable | Code::Unknown | Code::Cancelled
+        ));
+    if lost && d.applied != Applied::No {
+        Error::OutcomeUnknown(format!("{:?}: {}", s.code(), s.message()))
+    } else {
+        s.into()
     }
 }
 
 impl From<Status> for Error {
     fn from(s: Status) -> Self {
+        let reason = cause(&s).reason;
         let m = s.message().to_string();
-        match s.code() {
-            Code::InvalidArgument | Code::OutOfRange => Error::InvalidArgument(m),
-            Code::NotFound => Error::NotFound(m),
-            Code::AlreadyExists => Error::AlreadyExists(m),
-            Code::FailedPrecondition | Code::Unavailable | Code::Cancelled => Error::Unavailable(m),
-            Code::ResourceExhausted => Error::Busy(m),
-            Code::DeadlineExceeded => Error::Timeout(m),
-            Code::Unauthenticated => Error::Unauthenticated(m),
-            Code::PermissionDenied => Error::PermissionDenied(m),
-            Code::Aborted => Error::Conflict(m),
-            // tonic's word for a connection that failed below gRPC (a TLS
-            // server spoken to in plaintext, a reset): for anything but a
-            // write (see write_outcome) nothing was applied.
-            Code::Unknown if m.starts_with("transport error") => Error::Connect(format!(
-                "{m} (the connection failed below gRPC: a server that speaks TLS needs --ca / TABLINUM_CA)"
-            )),
-            Code::Unknown => Error::OutcomeUnknown(m),
+        match (s.code(), reason) {
+            (_, ErrorReason::ConnectFailed | ErrorReason::Transport) => Error::Connect(m),
+            (Code::InvalidArgument | Code::OutOfRange, _) => Error::InvalidArgument(m),
+            (Code::NotFound, _) => Error::NotFound(m),
+            (Code::AlreadyExists, _) => Error::AlreadyExists(m),
+            (Code::FailedPrecondition | Code::Unavailable | Code::Cancelled, _) => {
+                Error::Unavailable(m)
+            }
+            (Code::ResourceExhausted, _) => Error::Busy(m),
+            (Code::DeadlineExceeded, _) => Error::Timeout(m),
+            (Code::Unauthenticated, _) => Error::Unauthenticated(m),
+            (Code::PermissionDenied, _) => Error::PermissionDenied(m),
+            (Code::Aborted, _) => Error::Conflict(m),
+            (Code::Unknown, _) => Error::OutcomeUnknown(m),
             _ => Error::Server(format!("{:?}: {m}", s.code())),
         }
     }
@@ -161,14 +198,39 @@ impl From<Status> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tablinum_proto::error::status;
 
     #[test]
-    fn a_broken_connection_is_retried_for_reads_but_never_proves_a_write_unapplied() {
-        let broken = Status::internal("h2 protocol error: http2 error");
-        assert!(retryable(&broken));
-        assert!(!not_applied(&broken));
-        let engine = Status::internal("journal segment 7: checksum mismatch");
-        assert!(!retryable(&engine));
-        assert!(!retryable(&Status::invalid_argument("h2 protocol error")));
+    fn one_rule_decides_retries_from_the_detail_never_the_message() {
+        let moved = status(Code::FailedPrecondition, ErrorReason::NotServing, "x");
+        let opening = status(Code::Unavailable, ErrorReason::TabletUnavailable, "x");
+        let broke = status(Code::Unavailable, ErrorReason::Transport, "x");
+        let never = status(Code::Unavailable, ErrorReason::ConnectFailed, "x");
+        let busy = status(Code::ResourceExhausted, ErrorReason::ScanServerBusy, "x");
+        let limit = Detail::limit("scan_streams_max").status(Code::ResourceExhausted, "x");
+        let stalled = status(Code::DeadlineExceeded, ErrorReason::Deadline, "x");
+        let lost = status(Code::Unknown, ErrorReason::OutcomeUnknown, "x");
+        // The words of a typed cause do not matter; untyped, only the code.
+        let untyped = Status::unavailable("tablet unavailable: tcp connect error");
+        for (s, read, write, eventual) in [
+            (&moved, true, true, true),
+            (&opening, true, true, true),
+            (&broke, true, false, true),
+            (&never, true, true, true),
+            (&busy, false, false, true),
+            (&limit, false, false, false),
+            (&stalled, false, false, true),
+            (&lost, true, false, true),
+            (&untyped, true, false, true),
+        ] {
+            assert_eq!(classify(s, Op::Read).retry, read, "{s:?}");
+            assert_eq!(classify(s, Op::Write).retry, write, "{s:?}");
+            assert_eq!(classify(s, Op::Eventual).retry, eventual, "{s:?}");
+        }
+        assert!(is_busy(&busy) && !is_busy(&Status::resource_exhausted("scan server busy")));
+        assert!(matches!(write_outcome(broke), Error::OutcomeUnknown(_)));
+        assert!(matches!(write_outcome(untyped), Error::OutcomeUnknown(_)));
+        assert!(matches!(write_outcome(limit), Error::Busy(_)));
+        assert!(matches!(Error::from(never), Error::Connect(_)));
     }
 }

@@ -267,13 +267,8 @@ impl EventualSource {
     /// The current attempt ended without its last batch: record how, and
     /// whether to try again.
     fn attempt_failed(&self, st: &mut State, status: Status) -> Result<(), StreamError> {
-        let busy = crate::error::is_busy(&status);
-        let retry = busy
-            || crate::error::retryable(&status)
-            || matches!(
-                status.code(),
-                tonic::Code::ResourceExhausted | tonic::Code::DeadlineExceeded
-            );
+        let crate::error::Verdict { retry, busy, .. } =
+            crate::error::classify(&status, crate::error::Op::Eventual);
         if let Some(c) = st.current.take() {
             st.rows_before += c.rows_received.load(Ordering::Relaxed);
             c.cancel();

@@ -42,7 +42,7 @@ pub use batch::{
     BatchResult, BatchScan, BatchStats, BinOutcome, BinStats, KeyRange, PieceStats, ServedBy,
     TabletStats, BATCH_PIECES_MAX, BATCH_RANGES_MAX,
 };
-pub use error::{is_busy, Error, Result, SCAN_SERVER_BUSY_PREFIX, SERVER_UNAVAILABLE_PREFIX};
+pub use error::{is_busy, Error, Result};
 pub use point::ReadStats;
 pub use tablinum_auth::{Credential, Role};
 
@@ -782,7 +782,19 @@ impl AsyncClient {
             } else {
                 match call(self.tserver(&t.server)?, table_id).await {
                     Ok(v) => return Ok(v),
-                    Err(s) if error::retryable(&s) && (idempotent || error::not_applied(&s)) => s,
+                    Err(s)
+                        if error::classify(
+                            &s,
+                            if idempotent {
+                                error::Op::Read
+                            } else {
+                                error::Op::Write
+                            },
+                        )
+                        .retry =>
+                    {
+                        s
+                    }
                     Err(s) if !idempotent => {
                         // The server may be gone: look the tablet up again
                         // on the next call.
@@ -941,7 +953,9 @@ impl AsyncClient {
                     s.retries = retries;
                     return Ok(s);
                 }
-                Err(QueryFailure::Status(s)) if error::retryable(&s) && emitted == 0 => {
+                Err(QueryFailure::Status(s))
+                    if error::classify(&s, error::Op::Read).retry && emitted == 0 =>
+                {
                     refresh = true;
                     retries += 1;
                     b.wait(&s).await?;

@@ -212,12 +212,12 @@ impl AsyncClient {
                     return Ok((v, stats));
                 }
                 Err(s) => {
-                    let retry = busy_answer
-                        || error::retryable(&s)
-                        || s.code() == tonic::Code::DeadlineExceeded
-                        // A scan server that does not know the tablet (yet,
-                        // or any more: split, dropped): look it up again.
-                        || (plan.is_some() && s.code() == tonic::Code::NotFound);
+                    let op = if plan.is_some() {
+                        error::Op::Eventual
+                    } else {
+                        error::Op::Read
+                    };
+                    let retry = error::classify(&s, op).retry;
                     if busy_answer {
                         stats.busy_answers += 1;
                     }

@@ -13,6 +13,7 @@ pub mod v1 {
 }
 
 pub mod codec;
+pub mod error;
 pub mod topic;
 
 /// Longest table name, bytes.

@@ -65,6 +65,11 @@ pub struct Limits {
     pub idle_after: Duration,
 }
 
+/// RESOURCE_EXHAUSTED for `limit`, typed LIMIT_EXCEEDED naming it.
+fn over(limit: &str, message: String) -> Status {
+    tablinum_proto::error::Detail::limit(limit).status(tonic::Code::ResourceExhausted, message)
+}
+
 /// Budgets of callers with nothing running are swept from the map once it
 /// holds this many.
 const CALLER_BUDGETS_KEPT: usize = 64;
@@ -245,12 +250,15 @@ impl Admission {
             Some(id) => Some(
                 take_caller_places(&self.callers, id, self.limits.streams_per_caller_max, 1)
                     .ok_or_else(|| {
-                        Status::resource_exhausted(format!(
-                            "token {id} holds {n} scan streams on {}; the limit is \
+                        over(
+                            "scan_streams_per_caller_max",
+                            format!(
+                                "token {id} holds {n} scan streams on {}; the limit is \
                              scan_streams_per_caller_max = {n}",
-                            self.server,
-                            n = self.limits.streams_per_caller_max
-                        ))
+                                self.server,
+                                n = self.limits.streams_per_caller_max
+                            ),
+                        )
                     })?,
             ),
             None => None,
@@ -261,11 +269,14 @@ impl Admission {
                 // Full: a token's stream may end the longest-idle stream
                 // of the biggest holder, then wait for its place.
                 let full = || {
-                    Status::resource_exhausted(format!(
+                    over(
+                        "scan_streams_max",
+                        format!(
                         "{n} scan streams are running on {}; the limit is scan_streams_max = {n}",
                         self.server,
                         n = self.limits.streams_max
-                    ))
+                    ),
+                    )
                 };
                 if caller_id.is_none() || !self.evict_one(caller_id) {
                     return Err(full());
@@ -290,24 +301,30 @@ impl Admission {
                     slots,
                 )
                 .ok_or_else(|| {
-                    Status::resource_exhausted(format!(
-                        "{slots} more tablet scans of token {id} would pass \
+                    over(
+                        "scan_slots_per_caller_max",
+                        format!(
+                            "{slots} more tablet scans of token {id} would pass \
                          scan_slots_per_caller_max = {} on {}",
-                        self.limits.slots_per_caller_max, self.server,
-                    ))
+                            self.limits.slots_per_caller_max, self.server,
+                        ),
+                    )
                 })?,
             ),
             None => None,
         };
         let n = u32::try_from(slots).unwrap_or(u32::MAX);
         let slot_permits = self.slots.clone().try_acquire_many_owned(n).map_err(|_| {
-            Status::resource_exhausted(format!(
-                "{} more tablet scans would pass scan_slots_max = {} on {} ({} running)",
-                n,
-                self.limits.slots_max,
-                self.server,
-                self.limits.slots_max - self.slots.available_permits()
-            ))
+            over(
+                "scan_slots_max",
+                format!(
+                    "{} more tablet scans would pass scan_slots_max = {} on {} ({} running)",
+                    n,
+                    self.limits.slots_max,
+                    self.server,
+                    self.limits.slots_max - self.slots.available_permits()
+                ),
+            )
         })?;
         Ok(self.ticket(permit, Some((slot_permits, caller_slots)), place))
     }
@@ -461,12 +478,15 @@ impl Admission {
                     1,
                 )
                 .ok_or_else(|| {
-                    Status::resource_exhausted(format!(
-                        "token {id} runs {n} queries on {}; the limit is \
+                    over(
+                        "queries_per_caller_max",
+                        format!(
+                            "token {id} runs {n} queries on {}; the limit is \
                              queries_per_caller_max = {n}",
-                        self.server,
-                        n = self.limits.queries_per_caller_max
-                    ))
+                            self.server,
+                            n = self.limits.queries_per_caller_max
+                        ),
+                    )
                 })?,
             ),
             Principal::Cluster => None,
@@ -474,23 +494,29 @@ impl Admission {
         let reserved = match (caller, self.caller_bytes(caller)) {
             (Principal::Token { id, .. }, Some(budget)) => {
                 Some(budget.try_reserve(bytes).ok_or_else(|| {
-                    Status::resource_exhausted(format!(
-                        "token {id} holds {held} bytes of scans and queries on {}; a query \
+                    over(
+                        "scan_bytes_per_caller_max",
+                        format!(
+                            "token {id} holds {held} bytes of scans and queries on {}; a query \
                          sets aside {bytes} more; the limit is scan_bytes_per_caller_max = {}",
-                        self.server,
-                        self.limits.bytes_per_caller_max,
-                        held = budget.used(),
-                    ))
+                            self.server,
+                            self.limits.bytes_per_caller_max,
+                            held = budget.used(),
+                        ),
+                    )
                 })?)
             }
             _ => None,
         };
         let permit = self.queries.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "{n} queries are running on {}; the limit is queries_max = {n}",
-                self.server,
-                n = self.limits.queries_max
-            ))
+            over(
+                "queries_max",
+                format!(
+                    "{n} queries are running on {}; the limit is queries_max = {n}",
+                    self.server,
+                    n = self.limits.queries_max
+                ),
+            )
         })?;
         let (mut ticket, id) = self.ticket(permit, None, place);
         ticket._bytes = reserved;

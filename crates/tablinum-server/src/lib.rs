@@ -50,61 +50,97 @@ pub const EXIT_WITH_PARENT_ENV: &str = "TABLINUM_EXIT_WITH_PARENT";
 
 pub use tablinum_engine::faults::{DISK_FAULTS_ENV, DISK_FAULTS_POLL_MS};
 
-/// How a RESOURCE_EXHAUSTED answer for a full disk begins: the call
-/// changed nothing and may be sent again once space is freed.
+/// How a RESOURCE_EXHAUSTED answer for a full disk begins (for people:
+/// clients read the detail's DISK_FULL): the call changed nothing and may
+/// be sent again once space is freed.
 pub const NOT_APPLIED_DISK_FULL_PREFIX: &str = "not applied: disk full";
+/// How a tablet server's own UNAVAILABLE answers begin (opening, closed,
+/// reopening); clients read the detail's TABLET_UNAVAILABLE.
+pub const SERVER_UNAVAILABLE_PREFIX: &str = "tablet unavailable";
+/// How a scan server's busy answers begin; clients read the detail's
+/// SCAN_SERVER_BUSY.
+pub const SCAN_SERVER_BUSY_PREFIX: &str = "scan server busy";
 
-/// The gRPC status for an engine error.
+/// The gRPC status for an engine error, with its typed detail.
 pub fn status_from_engine(e: tablinum_engine::Error) -> Status {
     use tablinum_engine::Error as E;
+    use tablinum_proto::error::{status, Detail, ErrorReason as R};
+    use tonic::Code;
     match e {
-        E::InvalidArgument { .. } => Status::invalid_argument(e.to_string()),
-        E::Closed | E::Locked(_) => Status::unavailable(format!(
-            "{}: {e}",
-            tablinum_client::SERVER_UNAVAILABLE_PREFIX
-        )),
+        E::InvalidArgument { .. } => status(Code::InvalidArgument, R::BadRequest, e.to_string()),
+        E::Closed | E::Locked(_) => status(
+            Code::Unavailable,
+            R::TabletUnavailable,
+            format!("{SERVER_UNAVAILABLE_PREFIX}: {e}"),
+        ),
         E::Fenced {
             outcome_unknown: true,
             ..
-        } => Status::unknown(format!("outcome unknown: {e}")),
-        E::Fenced { .. } => Status::failed_precondition(format!("not serving: {e}")),
-        E::WriteOutcomeUnknown(_) => Status::unknown(format!("outcome unknown: {e}")),
-        E::Unavailable { .. } => Status::unavailable(format!(
-            "{}: {e}",
-            tablinum_client::SERVER_UNAVAILABLE_PREFIX
-        )),
-        // A full disk failed the call before anything reached the journal.
-        E::Io { .. } if e.is_disk_full() => {
-            Status::resource_exhausted(format!("{NOT_APPLIED_DISK_FULL_PREFIX}: {e}"))
         }
+        | E::WriteOutcomeUnknown(_) => status(
+            Code::Unknown,
+            R::OutcomeUnknown,
+            format!("outcome unknown: {e}"),
+        ),
+        E::Fenced { .. } => status(
+            Code::FailedPrecondition,
+            R::StaleEpoch,
+            format!("not serving: {e}"),
+        ),
+        E::Unavailable { .. } => status(
+            Code::Unavailable,
+            R::TabletUnavailable,
+            format!("{SERVER_UNAVAILABLE_PREFIX}: {e}"),
+        ),
+        // A full disk failed the call before anything reached the journal.
+        E::Io { .. } if e.is_disk_full() => status(
+            Code::ResourceExhausted,
+            R::DiskFull,
+            format!("{NOT_APPLIED_DISK_FULL_PREFIX}: {e}"),
+        ),
         // Other retryable I/O errors also changed nothing.
-        E::Io { .. } if e.is_transient() => Status::unavailable(format!(
-            "{}: not applied: {e}",
-            tablinum_client::SERVER_UNAVAILABLE_PREFIX
-        )),
+        E::Io { .. } if e.is_transient() => status(
+            Code::Unavailable,
+            R::TabletUnavailable,
+            format!("{SERVER_UNAVAILABLE_PREFIX}: not applied: {e}"),
+        ),
         // Poisoned: the tablet is being reopened from durable state.
-        E::Background(_) => Status::unavailable(format!(
-            "{}: not applied: the tablet is reopening from durable state after {e}",
-            tablinum_client::SERVER_UNAVAILABLE_PREFIX
-        )),
-        other => Status::internal(other.to_string()),
+        E::Background(_) => status(
+            Code::Unavailable,
+            R::TabletUnavailable,
+            format!(
+                "{SERVER_UNAVAILABLE_PREFIX}: not applied: the tablet is reopening from durable \
+                 state after {e}"
+            ),
+        ),
+        E::Corruption {
+            ref file, offset, ..
+        } => Detail {
+            corruption: Some((file.display().to_string(), offset)),
+            ..Detail::new(R::Corruption)
+        }
+        .status(Code::DataLoss, e.to_string()),
+        other => status(Code::Internal, R::Storage, other.to_string()),
     }
 }
 
 /// The gRPC status for a client error (the thin-client query path).
 pub fn status_from_client(e: tablinum_client::Error) -> Status {
     use tablinum_client::Error as E;
+    use tablinum_proto::error::{status, ErrorReason as R};
+    use tonic::Code;
     match e {
         E::InvalidArgument(m) => Status::invalid_argument(m),
         E::NotFound(m) => Status::not_found(m),
         E::AlreadyExists(m) => Status::already_exists(m),
-        E::Unavailable(m) | E::Connect(m) => Status::unavailable(m),
+        // A Query's own streams failed: nothing it does changes data.
+        E::Unavailable(m) | E::Connect(m) => status(Code::Unavailable, R::TabletUnavailable, m),
         E::Timeout(m) => Status::deadline_exceeded(m),
         E::Server(m) => Status::internal(m),
         E::Unauthenticated(m) => Status::unauthenticated(m),
         E::PermissionDenied(m) => Status::permission_denied(m),
         E::OutcomeUnknown(m) => Status::unknown(m),
-        E::Busy(m) => Status::resource_exhausted(m),
+        E::Busy(m) => status(Code::ResourceExhausted, R::LimitExceeded, m),
         E::Conflict(m) => Status::aborted(m),
     }
 }
@@ -277,7 +313,7 @@ pub async fn start(
     tasks.push(tokio::spawn(async move {
         let r = builder
             .tcp_nodelay(true)
-            .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
+            .layer(tower::util::MapResponseLayer::new(typed_errors))
             .layer(tower::util::MapRequestLayer::new(with_call_path))
             .layer(answering)
             .add_optional_service(msvc)
@@ -385,7 +421,7 @@ pub async fn start_sserver(cfg: config::SserverConfig) -> Result<Running> {
     tasks.push(tokio::spawn(async move {
         let r = builder
             .tcp_nodelay(true)
-            .layer(tower::util::MapResponseLayer::new(undecodable_is_bad_input))
+            .layer(tower::util::MapResponseLayer::new(typed_errors))
             .layer(tower::util::MapRequestLayer::new(with_call_path))
             .layer(answering)
             .add_service(svc)
@@ -478,23 +514,30 @@ pub fn call_need(path: &str) -> Option<(tablinum_auth::Need, &'static str)> {
     })
 }
 
-/// A request message that does not decode is the caller's fault: tonic
-/// answers INTERNAL ("failed to decode Protobuf message"), which the API
-/// reserves for storage failures, so it becomes INVALID_ARGUMENT with the
-/// same message.
-fn undecodable_is_bad_input<B>(mut r: ::http::Response<B>) -> ::http::Response<B> {
+/// Every error answered in headers alone (what a handler's or an
+/// interceptor's refusal becomes) leaves with a typed detail
+/// (`tablinum_proto::error::typed`): its maker's, or the one its code
+/// says. And a request message that does not decode is the caller's
+/// fault: tonic answers INTERNAL ("failed to decode Protobuf message"),
+/// which the API reserves for storage failures, so it becomes
+/// INVALID_ARGUMENT with the same message.
+fn typed_errors<B>(mut r: ::http::Response<B>) -> ::http::Response<B> {
     let h = r.headers();
-    let internal = h.get("grpc-status").is_some_and(|v| v == "13");
+    if h.get("grpc-status").is_none_or(|v| v == "0") {
+        return r;
+    }
+    let Some(mut status) = Status::from_header_map(h) else {
+        return r;
+    };
     let decode = h
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
         .is_some_and(|m| m.contains("failed%20to%20decode") || m.contains("failed to decode"));
-    if internal && decode {
-        r.headers_mut().insert(
-            "grpc-status",
-            ::http::HeaderValue::from_static("3"), // INVALID_ARGUMENT
-        );
+    if status.code() == tonic::Code::Internal && decode {
+        status = Status::invalid_argument(status.message().to_string());
     }
+    let status = tablinum_proto::error::typed(status);
+    let _ = status.add_header(r.headers_mut());
     r
 }
 

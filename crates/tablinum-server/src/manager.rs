@@ -824,13 +824,18 @@ impl ManagerRpc for ManagerService {
             let live = st.servers.len().max(1);
             let room = live.saturating_mul(m.cfg.tablets_per_server_max);
             if held + splits.len() + 1 > room {
-                return Err(Status::resource_exhausted(format!(
-                    "table {} needs {} tablets; {held} exist and {live} live server(s) hold at \
-                     most {room} (tablets_per_server_max = {})",
-                    req.name,
-                    splits.len() + 1,
-                    m.cfg.tablets_per_server_max
-                )));
+                return Err(
+                    tablinum_proto::error::Detail::limit("tablets_per_server_max").status(
+                        tonic::Code::ResourceExhausted,
+                        format!(
+                            "table {} needs {} tablets; {held} exist and {live} live server(s) \
+                             hold at most {room} (tablets_per_server_max = {})",
+                            req.name,
+                            splits.len() + 1,
+                            m.cfg.tablets_per_server_max
+                        ),
+                    ),
+                );
             }
             let id = st.next_table_id;
             let mut bounds = vec![Vec::new()];
@@ -1168,10 +1173,15 @@ impl ManagerRpc for ManagerService {
             let mut st = m.state.lock();
             if let Some(l) = st.servers.get(&hb.server_id) {
                 if l.address != hb.address && l.reported {
-                    return Err(Status::failed_precondition(format!(
-                        "server {} is live at {}; a server id keeps the address it joined with",
-                        hb.server_id, l.address
-                    )));
+                    return Err(tablinum_proto::error::status(
+                        tonic::Code::FailedPrecondition,
+                        tablinum_proto::error::ErrorReason::BadRequest,
+                        format!(
+                            "server {} is live at {}; a server id keeps the address it joined \
+                             with",
+                            hb.server_id, l.address
+                        ),
+                    ));
                 }
             }
             if !st.servers.contains_key(&hb.server_id) {

@@ -868,13 +868,19 @@ pub fn busy_status(r: &crate::scan_queue::Refused) -> tonic::Status {
         Refused::Busy {
             busy_timeout_ms,
             queued,
-        } => tonic::Status::resource_exhausted(format!(
-            "{}: a batch waited {busy_timeout_ms} ms (busy_timeout_ms) with {queued} queued",
-            tablinum_client::SCAN_SERVER_BUSY_PREFIX
-        )),
-        Refused::QueueFull { max } => tonic::Status::resource_exhausted(format!(
-            "scan_queue_max = {max} batches are waiting for a scan thread"
-        )),
+        } => tablinum_proto::error::status(
+            tonic::Code::ResourceExhausted,
+            tablinum_proto::error::ErrorReason::ScanServerBusy,
+            format!(
+                "{}: a batch waited {busy_timeout_ms} ms (busy_timeout_ms) with {queued} queued",
+                crate::SCAN_SERVER_BUSY_PREFIX
+            ),
+        ),
+        Refused::QueueFull { max } => tablinum_proto::error::Detail::limit("scan_queue_max")
+            .status(
+                tonic::Code::ResourceExhausted,
+                format!("scan_queue_max = {max} batches are waiting for a scan thread"),
+            ),
     }
 }
 

@@ -778,9 +778,10 @@ fn http_answers_garbage_with_400_and_idle_clients_delay_nobody() {
 }
 
 /// The two codes no other test provokes: OUT_OF_RANGE for a message over
-/// the gRPC limit, INTERNAL for storage that fails its checksums.
+/// the gRPC limit, DATA_LOSS for storage that fails its checksums, typed
+/// CORRUPTION naming the file and the offset of the bad record.
 #[test]
-fn oversized_messages_are_out_of_range_and_damaged_storage_is_internal() {
+fn oversized_messages_are_out_of_range_and_damaged_storage_is_data_loss() {
     let dir = tempfile::tempdir().unwrap();
     let c = TestCluster::start(dir.path(), |_| {});
     table_with_rows(&c, "codes", 1, 4096);
@@ -846,7 +847,7 @@ fn oversized_messages_are_out_of_range_and_damaged_storage_is_internal() {
     );
     match c.client.get("codes", b"rnd") {
         Err(Error::Server(m)) => {
-            assert!(m.starts_with("Internal"), "{m}");
+            assert!(m.starts_with("DataLoss"), "{m}");
             assert!(
                 m.contains("corrupt") || m.contains("checksum") || m.contains("CRC"),
                 "{m}"
@@ -854,6 +855,22 @@ fn oversized_messages_are_out_of_range_and_damaged_storage_is_internal() {
         }
         other => panic!("a damaged record was read as {other:?}"),
     }
+    let addr = c.addr();
+    let s = c.rt.block_on(async {
+        common::raw_tserver_as(&addr, Some(&c.admin))
+            .await
+            .get(v1::GetRequest {
+                table: "codes".into(),
+                key: b"rnd".to_vec(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+    });
+    let d = tablinum_proto::error::Detail::of(&s).expect("a typed detail");
+    assert_eq!(d.reason, tablinum_proto::error::ErrorReason::Corruption);
+    let (file, _offset) = d.corruption.expect("the damaged file and offset");
+    assert!(file.ends_with(".jnl"), "{file}");
 }
 
 /// Regression: a merge needs a batch of every tablet before it can emit
