@@ -279,6 +279,12 @@ impl Credits {
         self.st.lock().may_send(i, self.budgets_full())
     }
 
+    /// Whether slot `i` may send only because it holds nothing while the
+    /// byte budgets are spent: its batch is then one row.
+    pub fn only_by_exemption(&self, i: usize) -> bool {
+        self.st.lock().only_by_exemption(i, self.budgets_full())
+    }
+
     /// Gives back `batches` of credit `slot` took but did not use.
     pub fn unspend(&self, slot: usize, batches: u32) {
         self.st.lock().unspend(slot, batches);
@@ -769,10 +775,20 @@ pub async fn produce(
                 },
                 None => None,
             };
+            // Past the budgets, a slot holding nothing still sends (a merge
+            // needs a row of every slot), but one row, not a batch: a
+            // stream of thousands of slots holds rows, not batches, beyond
+            // its caller's budget.
+            let rows_cap = if credits.only_by_exemption(i) {
+                1
+            } else {
+                usize::MAX
+            };
             let slot = &mut slots[i];
             let want = usize::try_from(slot.limit - sent[i])
                 .unwrap_or(usize::MAX)
-                .min(slot.rows_max);
+                .min(slot.rows_max)
+                .min(rows_cap);
             let r = read_batch(slot, want, bytes_max);
             let (rows, exhausted) = match r {
                 Ok(x) => x,

@@ -269,6 +269,47 @@ fn one_callers_streams_share_one_byte_budget() {
     });
 }
 
+/// Past the byte budgets a slot holding nothing may still send (a merge
+/// needs a row of every slot before it emits anything), but one row, not a
+/// batch: a caller's stream of 64 overlapping slots, never read, holds its
+/// budget plus a row per slot, not a full batch per slot (64 MiB here).
+#[test]
+fn many_slots_past_the_budget_hold_a_row_each_not_a_batch() {
+    const CALLER_MAX: u64 = 1 << 20;
+    const ROW: usize = 64 << 10;
+    const SLOTS: usize = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let c = TestCluster::start(dir.path(), |t| {
+        t.scan_bytes_per_caller_max = CALLER_MAX;
+        t.batch_bytes = 1 << 20;
+        t.ack_wait_timeout_ms = 30_000;
+    });
+    table_with_rows(&c, "rows", 64, ROW);
+    let (_, reader) = c.client.create_token(Role::Read, "reader").unwrap();
+    let ts = c.running.as_ref().unwrap().node.tserver.clone().unwrap();
+    let addr = c.addr();
+    c.rt.block_on(async {
+        let slots = (0..SLOTS).map(|_| scan("rows", 8, 16)).collect();
+        let mut s = open_many(&addr, Some(&reader), slots).await.unwrap();
+        let got = drain_for(&mut s.1, Duration::from_millis(1_000)).await;
+        let held = ts.scan_bytes_in_flight();
+        let bound = CALLER_MAX as usize + 16 * ROW + SLOTS * (ROW + 1024);
+        assert!(
+            held <= bound,
+            "{SLOTS} unread slots hold {held} bytes, past the budget and a row each ({bound})"
+        );
+        // Every slot got its first row: a merge of them could go on.
+        let mut served = vec![false; SLOTS];
+        for b in got.iter().flat_map(|m| &m.batches) {
+            if !b.rows.is_empty() {
+                served[b.slot as usize] = true;
+            }
+        }
+        assert!(served.iter().all(|&x| x), "a slot got nothing: {served:?}");
+        drop(s);
+    });
+}
+
 #[test]
 fn one_caller_cannot_take_every_stream_and_a_busy_query_fails_fast() {
     let dir = tempfile::tempdir().unwrap();

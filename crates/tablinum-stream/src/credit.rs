@@ -174,6 +174,16 @@ impl Credits {
         i < self.slots.len() && self.bytes_allow(i, server_full)
     }
 
+    /// Whether slot `i` may send only because it holds nothing (the byte
+    /// budgets are spent): such a batch should be as small as the merge
+    /// allows, one row, so a stream of many slots cannot hold a full batch
+    /// per slot past its budgets.
+    pub fn only_by_exemption(&self, i: usize, server_full: bool) -> bool {
+        i < self.slots.len()
+            && self.slots[i].sizes.is_empty()
+            && (server_full || self.bytes_in_flight >= self.stream_bytes_max)
+    }
+
     /// Gives back `batches` of credit `slot` took but did not use.
     pub fn unspend(&mut self, slot: usize, batches: u32) {
         if let Some(c) = self.slots.get_mut(slot) {
