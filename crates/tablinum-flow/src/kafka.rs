@@ -193,6 +193,35 @@ impl KafkaSink {
     }
 }
 
+/// Waits between asks for a partition's watermarks while its leadership
+/// moves, ms.
+const WATERMARKS_RETRY_MS: u64 = 100;
+
+/// The low and high watermarks of `topic`/`p`, asked again while the
+/// broker says the partition's leadership is still moving (a topic just
+/// created, a broker just started: NOT_LEADER_FOR_PARTITION,
+/// LEADER_NOT_AVAILABLE), for at most the Kafka timeout.
+fn watermarks(c: &BaseConsumer, topic: &str, p: i32) -> Result<(i64, i64), RunError> {
+    let t0 = Instant::now();
+    loop {
+        match blocking(|| c.fetch_watermarks(topic, p, timeout())) {
+            Ok(w) => return Ok(w),
+            Err(e)
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(
+                        RDKafkaErrorCode::NotLeaderForPartition
+                            | RDKafkaErrorCode::LeaderNotAvailable
+                    )
+                ) && t0.elapsed() < timeout() =>
+            {
+                blocking(|| std::thread::sleep(Duration::from_millis(WATERMARKS_RETRY_MS)));
+            }
+            Err(e) => return Err(kerr(format!("watermarks of {topic}/{p}"))(e)),
+        }
+    }
+}
+
 fn consumer(brokers: &str, group: Option<&str>) -> Result<BaseConsumer, RunError> {
     consumer_config(brokers, group)
         .create()
@@ -238,8 +267,7 @@ fn read_messages(
     out: &mut dyn FnMut(&rdkafka::message::BorrowedMessage<'_>),
 ) -> Result<(), RunError> {
     let c = consumer(brokers, None)?;
-    let (low, high) = blocking(|| c.fetch_watermarks(topic, p as i32, timeout()))
-        .map_err(kerr(format!("watermarks of {topic}/{p}")))?;
+    let (low, high) = watermarks(&c, topic, p as i32)?;
     if high <= low {
         return Ok(());
     }
@@ -299,8 +327,7 @@ pub fn follow_visible(
         let n = partitions(brokers, t)?
             .ok_or_else(|| RunError::Setup(format!("Kafka topic {t} does not exist")))?;
         for p in 0..n as i32 {
-            let (_, high) = blocking(|| c.fetch_watermarks(t, p, timeout()))
-                .map_err(kerr(format!("watermarks of {t}/{p}")))?;
+            let (_, high) = watermarks(&c, t, p)?;
             tpl.add_partition_offset(t, p, Offset::Offset(high))
                 .map_err(kerr("assign"))?;
         }
@@ -596,8 +623,7 @@ fn send(
 /// last one (read from the partition's last few offsets).
 fn generated_in(brokers: &str, topic: &str, parts: u32, p: u32) -> Result<u64, RunError> {
     let c = consumer(brokers, None)?;
-    let (low, high) = blocking(|| c.fetch_watermarks(topic, p as i32, timeout()))
-        .map_err(kerr(format!("watermarks of {topic}/{p}")))?;
+    let (low, high) = watermarks(&c, topic, p as i32)?;
     if high <= low {
         return Ok(0);
     }
