@@ -21,7 +21,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tablinum_engine::{HeadIter, ObjectIter, Store};
 use tablinum_proto::v1::Row;
-use tablinum_stream::credit::{CreditStop, Credits as StreamCredits, Take};
+use tablinum_stream::credit::{Budgets, CreditStop, Credits as StreamCredits, Take};
 use tokio::sync::Notify;
 
 /// Messages a scan producer may queue for the transport before it waits
@@ -35,9 +35,10 @@ pub type OutboxRx = crate::admit::OutboxRx<Vec<tablinum_proto::v1::SlotBatch>>;
 
 /// Bytes of unacknowledged scan batches one server (or one caller on it)
 /// holds at most, across all its streams: a stream waits for credit while
-/// the total is at or over the limit (each slot with nothing in flight may
-/// still send one batch, at most `batch_bytes`, so no merge waits forever
-/// on bytes another of its own streams holds).
+/// the total is at or over the limit, except that a slot with nothing in
+/// flight may still send one row (so no merge waits forever on bytes
+/// another of its own streams holds), for a caller until its total reaches
+/// [`tablinum_stream::credit::EXEMPT_BUDGET_FACTOR`] times its limit.
 #[derive(Debug)]
 pub struct ByteBudget {
     used: AtomicUsize,
@@ -58,10 +59,6 @@ impl ByteBudget {
     /// Bytes held now.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
-    }
-
-    fn full(&self) -> bool {
-        self.used() >= self.max
     }
 
     fn charge(&self, n: usize) {
@@ -228,10 +225,7 @@ impl Credits {
                 }
             };
             tokio::pin!(caller_freed);
-            let take = self
-                .st
-                .lock()
-                .take(wanted, self.budgets_full(), timeout, now());
+            let take = self.st.lock().take(wanted, self.budgets(), timeout, now());
             match take {
                 Take::Granted(g) => return Ok(g),
                 Take::Stop(CreditStop::Cancelled) => return Err(CreditError::Cancelled),
@@ -252,9 +246,22 @@ impl Credits {
         }
     }
 
-    /// Whether the server's or the caller's byte budget is spent.
-    fn budgets_full(&self) -> bool {
-        self.server.full() || self.caller.as_ref().is_some_and(|c| c.full())
+    /// What the server's and the caller's byte budgets allow now. Only a
+    /// caller's budget is ever exhausted: a spent server budget still lets
+    /// every slot holding nothing send its row, so a merge of many tablets
+    /// under a small server budget is never starved by one tablet that
+    /// took the budget first; a token's rows past its own budget stop at
+    /// twice it.
+    fn budgets(&self) -> Budgets {
+        let server = if self.server.used() >= self.server.max {
+            Budgets::Spent
+        } else {
+            Budgets::Open
+        };
+        match &self.caller {
+            Some(c) => server.and(Budgets::of(c.used(), c.max)),
+            None => server,
+        }
     }
 
     /// Charges `n` bytes to every budget this stream draws from.
@@ -276,13 +283,13 @@ impl Credits {
     /// Whether the byte budgets let slot `i` send one more batch in the
     /// current round.
     pub fn may_send(&self, i: usize) -> bool {
-        self.st.lock().may_send(i, self.budgets_full())
+        self.st.lock().may_send(i, self.budgets())
     }
 
     /// Whether slot `i` may send only because it holds nothing while the
     /// byte budgets are spent: its batch is then one row.
     pub fn only_by_exemption(&self, i: usize) -> bool {
-        self.st.lock().only_by_exemption(i, self.budgets_full())
+        self.st.lock().only_by_exemption(i, self.budgets())
     }
 
     /// Gives back `batches` of credit `slot` took but did not use.

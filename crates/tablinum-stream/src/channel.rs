@@ -148,7 +148,10 @@ impl Sender {
         let mut st = self.shared.state.lock();
         loop {
             let ack_wait = self.shared.cfg.ack_wait_timeout;
-            match st.credits.take(&[0], false, ack_wait, Instant::now()) {
+            match st
+                .credits
+                .take(&[0], crate::credit::Budgets::Open, ack_wait, Instant::now())
+            {
                 Take::Granted(g) => {
                     // One batch goes now; the rest of the credit stays.
                     let n = g.first().map_or(1, |&(_, n)| n);

@@ -72,6 +72,52 @@ pub enum Take {
     Stop(CreditStop),
 }
 
+/// What the byte budgets a stream draws from besides its own (its
+/// server's, its caller's) allow now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budgets {
+    /// Room left: batches go out within the stream's own limit.
+    Open,
+    /// Spent: only a slot holding nothing may send, one row (a merge
+    /// needs a row of every slot before it emits anything).
+    Spent,
+    /// Spent [`EXEMPT_BUDGET_FACTOR`] times over (by such rows): not even
+    /// that; the stream waits for acks anywhere under the budget.
+    Exhausted,
+}
+
+/// A budget used this many times over stops even the one-row exemption:
+/// what a caller (or a server) holds stays within this multiple of its
+/// limit, plus the row that crossed it, however many slots it opens.
+pub const EXEMPT_BUDGET_FACTOR: usize = 2;
+
+impl Budgets {
+    /// The state of a budget of `max` bytes with `used` held.
+    pub fn of(used: usize, max: usize) -> Budgets {
+        if used >= max.saturating_mul(EXEMPT_BUDGET_FACTOR) {
+            Budgets::Exhausted
+        } else if used >= max {
+            Budgets::Spent
+        } else {
+            Budgets::Open
+        }
+    }
+
+    /// The stricter of two.
+    pub fn and(self, other: Budgets) -> Budgets {
+        let rank = |b: Budgets| match b {
+            Budgets::Open => 0,
+            Budgets::Spent => 1,
+            Budgets::Exhausted => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 /// The credit state of one stream (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Credits {
@@ -114,9 +160,13 @@ impl Credits {
         }
     }
 
-    fn bytes_allow(&self, i: usize, server_full: bool) -> bool {
-        self.slots[i].sizes.is_empty()
-            || (!server_full && self.bytes_in_flight < self.stream_bytes_max)
+    fn bytes_allow(&self, i: usize, budgets: Budgets) -> bool {
+        let holds_nothing = self.slots[i].sizes.is_empty();
+        match budgets {
+            Budgets::Open => holds_nothing || self.bytes_in_flight < self.stream_bytes_max,
+            Budgets::Spent => holds_nothing,
+            Budgets::Exhausted => false,
+        }
     }
 
     fn holding(&self) -> bool {
@@ -124,12 +174,12 @@ impl Credits {
     }
 
     /// Takes all the credit of every slot in `wanted` that has some and
-    /// that the byte budgets allow (`server_full`: the caller's server-wide
-    /// budget is spent), or says how long to wait, or to stop.
+    /// that the byte budgets allow (`budgets`: what the server's and the
+    /// caller's budgets allow), or says how long to wait, or to stop.
     pub fn take(
         &mut self,
         wanted: &[usize],
-        server_full: bool,
+        budgets: Budgets,
         ack_wait: Duration,
         now: Instant,
     ) -> Take {
@@ -145,7 +195,7 @@ impl Credits {
         }
         let mut got = Vec::new();
         for &i in wanted {
-            if i >= self.slots.len() || !self.bytes_allow(i, server_full) {
+            if i >= self.slots.len() || !self.bytes_allow(i, budgets) {
                 continue;
             }
             let c = &mut self.slots[i];
@@ -170,18 +220,18 @@ impl Credits {
     }
 
     /// Whether the byte budgets let slot `i` send one more batch now.
-    pub fn may_send(&self, i: usize, server_full: bool) -> bool {
-        i < self.slots.len() && self.bytes_allow(i, server_full)
+    pub fn may_send(&self, i: usize, budgets: Budgets) -> bool {
+        i < self.slots.len() && self.bytes_allow(i, budgets)
     }
 
     /// Whether slot `i` may send only because it holds nothing (the byte
     /// budgets are spent): such a batch should be as small as the merge
     /// allows, one row, so a stream of many slots cannot hold a full batch
     /// per slot past its budgets.
-    pub fn only_by_exemption(&self, i: usize, server_full: bool) -> bool {
+    pub fn only_by_exemption(&self, i: usize, budgets: Budgets) -> bool {
         i < self.slots.len()
             && self.slots[i].sizes.is_empty()
-            && (server_full || self.bytes_in_flight >= self.stream_bytes_max)
+            && (budgets != Budgets::Open || self.bytes_in_flight >= self.stream_bytes_max)
     }
 
     /// Gives back `batches` of credit `slot` took but did not use.
@@ -329,26 +379,32 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Credits::new(&[3, 2], usize::MAX, t0);
         assert_eq!(
-            c.take(&[0, 1], false, WAIT, t0),
+            c.take(&[0, 1], Budgets::Open, WAIT, t0),
             Take::Granted(vec![(0, 3), (1, 2)])
         );
         c.unspend(1, 1); // slot 1 sent one batch only
         assert_eq!(c.in_flight(1), 1);
         assert_eq!(
-            c.take(&[0, 1], false, WAIT, t0),
+            c.take(&[0, 1], Budgets::Open, WAIT, t0),
             Take::Granted(vec![(1, 1)])
         );
         assert_eq!(
-            c.take(&[0, 1], false, WAIT, t0),
+            c.take(&[0, 1], Budgets::Open, WAIT, t0),
             Take::Wait {
                 deadline: Some(t0 + WAIT)
             }
         );
         c.ack(0, 2, 0, false, t0);
-        assert_eq!(c.take(&[0], false, WAIT, t0), Take::Granted(vec![(0, 2)]));
+        assert_eq!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(vec![(0, 2)])
+        );
         // A new window takes effect with the next take.
         c.ack(0, 3, 5, false, t0);
-        assert_eq!(c.take(&[0], false, WAIT, t0), Take::Granted(vec![(0, 5)]));
+        assert_eq!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(vec![(0, 5)])
+        );
     }
 
     #[test]
@@ -356,26 +412,32 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Credits::new(&[1], usize::MAX, t0);
         // Holding nothing: never idle.
-        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         c.unspend(0, 1);
         assert_eq!(
-            c.take(&[], false, WAIT, t0 + WAIT * 10),
+            c.take(&[], Budgets::Open, WAIT, t0 + WAIT * 10),
             Take::Stop(CreditStop::Cancelled)
         );
-        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         let t1 = t0 + WAIT / 2;
         // An empty ack is not progress; a higher keepalive is.
         c.ack(0, 0, 0, false, t1);
         c.keepalive(10, true, t1);
         assert_eq!(
-            c.take(&[0], false, WAIT, t1 + WAIT / 2),
+            c.take(&[0], Budgets::Open, WAIT, t1 + WAIT / 2),
             Take::Wait {
                 deadline: Some(t1 + WAIT)
             }
         );
         c.keepalive(10, true, t1 + WAIT / 2); // the same value: not progress
         assert_eq!(
-            c.take(&[0], false, WAIT, t1 + WAIT),
+            c.take(&[0], Budgets::Open, WAIT, t1 + WAIT),
             Take::Stop(CreditStop::AckTimeout)
         );
         // Keepalives are claims: the server's own sightings stay put.
@@ -386,22 +448,28 @@ mod tests {
     fn a_keepalive_counts_only_while_the_transport_is_drained() {
         let t0 = Instant::now();
         let mut c = Credits::new(&[1], usize::MAX, t0);
-        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         c.sent(0, 10);
         // The consumer's transport holds a message: its claim is ignored.
         c.keepalive(5, false, t0 + WAIT / 2);
         assert_eq!(
-            c.take(&[0], false, WAIT, t0 + WAIT),
+            c.take(&[0], Budgets::Open, WAIT, t0 + WAIT),
             Take::Stop(CreditStop::AckTimeout)
         );
         // The transport taking a message is progress the server saw.
         let mut c = Credits::new(&[1], usize::MAX, t0);
-        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         c.sent(0, 10);
         c.taken(t0 + WAIT / 2);
         assert_eq!(c.seen(), t0 + WAIT / 2);
         assert_eq!(
-            c.take(&[0], false, WAIT, t0 + WAIT),
+            c.take(&[0], Budgets::Open, WAIT, t0 + WAIT),
             Take::Wait {
                 deadline: Some(t0 + WAIT + WAIT / 2)
             }
@@ -412,23 +480,41 @@ mod tests {
     fn byte_budgets_never_starve_a_slot_of_its_first_batch() {
         let t0 = Instant::now();
         let mut c = Credits::new(&[4, 4], 1_000, t0);
-        assert!(matches!(c.take(&[0], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         assert!(c.sent(0, 1_500));
         c.unspend(0, 3);
         // Over the stream budget: slot 0 waits, slot 1 (holding nothing)
         // still gets its first batch, even with the server budget spent.
-        assert!(!c.may_send(0, false));
-        assert_eq!(c.take(&[0, 1], true, WAIT, t0), Take::Granted(vec![(1, 4)]));
+        assert!(!c.may_send(0, Budgets::Open));
+        assert_eq!(
+            c.take(&[0, 1], Budgets::Spent, WAIT, t0),
+            Take::Granted(vec![(1, 4)])
+        );
         assert_eq!(c.ack(0, 1, 0, false, t0), 1_500);
         assert_eq!(c.bytes_in_flight(), 0);
-        assert!(c.may_send(0, false));
+        assert!(c.may_send(0, Budgets::Open));
+        // A budget spent twice over stops even a slot holding nothing.
+        assert!(!c.may_send(0, Budgets::Exhausted));
+        assert!(matches!(
+            c.take(&[0], Budgets::Exhausted, WAIT, t0),
+            Take::Wait { .. }
+        ));
+        assert_eq!(Budgets::of(10, 10), Budgets::Spent);
+        assert_eq!(Budgets::of(20, 10), Budgets::Exhausted);
+        assert_eq!(Budgets::Open.and(Budgets::Spent), Budgets::Spent);
     }
 
     #[test]
     fn cancel_frees_bytes_and_bad_windows_are_protocol_errors() {
         let t0 = Instant::now();
         let mut c = Credits::new(&[2, 2], usize::MAX, t0);
-        assert!(matches!(c.take(&[0, 1], false, WAIT, t0), Take::Granted(_)));
+        assert!(matches!(
+            c.take(&[0, 1], Budgets::Open, WAIT, t0),
+            Take::Granted(_)
+        ));
         c.sent(0, 10);
         c.sent(0, 20);
         assert_eq!(c.ack(0, 0, 0, true, t0), 30);
@@ -439,7 +525,7 @@ mod tests {
         let mut c = Credits::new(&[2], usize::MAX, t0);
         c.ack(0, 0, WINDOW_BATCHES_MAX + 1, false, t0);
         assert!(matches!(
-            c.take(&[0], false, WAIT, t0),
+            c.take(&[0], Budgets::Open, WAIT, t0),
             Take::Stop(CreditStop::Invalid(m)) if m.contains("out of range")
         ));
         // Unknown slots are ignored.
