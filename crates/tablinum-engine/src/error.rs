@@ -53,8 +53,17 @@ pub enum Error {
     /// The store was closed (explicitly or after a fatal background error).
     Closed,
     /// A background task failed for good (damage, a failed fsync, a panic);
-    /// the store refuses writes until reopened.
-    Background(String),
+    /// the store refuses writes until reopened. Holds the first cause,
+    /// shared by every call that reports it.
+    Background(std::sync::Arc<Error>),
+    /// A background task (`what`: "flush", "compaction", …) panicked with
+    /// `message`: what [`Error::Background`] holds after a panic.
+    Panicked {
+        /// The task.
+        what: String,
+        /// The panic's message.
+        message: String,
+    },
     /// The store cannot take this request now, and nothing was changed:
     /// writers stalled past `write_stall_ms_max` while background work kept
     /// failing with a transient error (named in `reason`). Retry later.
@@ -123,6 +132,68 @@ impl Error {
         }
     }
 
+    /// An owned copy of this error, for keeping it as a store's first
+    /// cause while the caller returns the original: an I/O error keeps its
+    /// OS error code (so [`Error::condition`] reads the same) or its kind
+    /// and message; a background error shares its cause.
+    pub(crate) fn duplicate(&self) -> Error {
+        use std::sync::Arc;
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::InvalidArgument { what, reason } => Error::InvalidArgument {
+                what,
+                reason: reason.clone(),
+            },
+            Error::Closed => Error::Closed,
+            Error::Background(e) => Error::Background(Arc::clone(e)),
+            Error::Panicked { what, message } => Error::Panicked {
+                what: what.clone(),
+                message: message.clone(),
+            },
+            Error::Unavailable { reason } => Error::Unavailable {
+                reason: reason.clone(),
+            },
+            Error::WriteOutcomeUnknown(e) => Error::WriteOutcomeUnknown(Box::new(e.duplicate())),
+            Error::UnsupportedVersion {
+                file,
+                found,
+                supported,
+            } => Error::UnsupportedVersion {
+                file: file.clone(),
+                found: *found,
+                supported: *supported,
+            },
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::Fenced {
+                dir,
+                epoch,
+                found,
+                outcome_unknown,
+            } => Error::Fenced {
+                dir: dir.clone(),
+                epoch: *epoch,
+                found: *found,
+                outcome_unknown: *outcome_unknown,
+            },
+        }
+    }
+
     /// True when the error reports damaged bytes on disk.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
@@ -185,7 +256,8 @@ impl fmt::Display for Error {
             ),
             Error::InvalidArgument { what, reason } => write!(f, "invalid {what}: {reason}"),
             Error::Closed => f.write_str("store is closed"),
-            Error::Background(msg) => write!(f, "background task failed: {msg}"),
+            Error::Background(e) => write!(f, "background task failed: {e}"),
+            Error::Panicked { what, message } => write!(f, "{what} panicked: {message}"),
             Error::Unavailable { reason } => write!(f, "store unavailable: {reason}"),
             Error::WriteOutcomeUnknown(e) => write!(
                 f,
@@ -231,7 +303,30 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::WriteOutcomeUnknown(e) => Some(e.as_ref()),
+            Error::Background(e) => Some(e.as_ref()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_first_cause_reads_like_the_original() {
+        let full = Error::io(
+            "append journal",
+            "/t/0.jnl",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        let kept = full.duplicate();
+        assert!(kept.is_disk_full());
+        assert_eq!(kept.to_string(), full.to_string());
+        let bg = Error::Background(std::sync::Arc::new(kept));
+        assert!(std::error::Error::source(&bg).is_some());
+        assert!(bg.to_string().contains("append journal /t/0.jnl"), "{bg}");
+        let odd = Error::io("pread", "/t/1.sst", std::io::Error::other("odd"));
+        assert_eq!(odd.duplicate().to_string(), odd.to_string());
     }
 }

@@ -32,7 +32,10 @@ fn a_panicking_flush_poisons_the_store() {
     // reaches the journal, or reaches it first and is told its outcome is
     // unknown: which one depends on when the flush thread panics.
     match &err {
-        Error::Background(m) => assert!(m.contains("flush panicked"), "{m}"),
+        Error::Background(cause) => assert!(
+            matches!(&**cause, Error::Panicked { what, .. } if what == "flush"),
+            "{cause}"
+        ),
         Error::WriteOutcomeUnknown(inner) => {
             assert!(matches!(**inner, Error::Background(_)), "{inner}");
             assert!(inner.to_string().contains("flush panicked"), "{inner}");

@@ -348,10 +348,12 @@ impl Inner {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(Error::Background(format!(
-                    "journal compaction edit was not flushed within \
-                     journal_compaction_flush_wait_s = {wait_s} s"
-                )));
+                return Err(Error::Background(std::sync::Arc::new(Error::Unavailable {
+                    reason: format!(
+                        "journal compaction edit was not flushed within \
+                         journal_compaction_flush_wait_s = {wait_s} s"
+                    ),
+                })));
             }
             let mut g = inner.bg_lock.lock();
             inner.bg_cv.notify_all();

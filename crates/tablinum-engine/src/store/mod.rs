@@ -471,7 +471,7 @@ struct Inner {
     bg_lock: Mutex<()>,
     bg_cv: Condvar,
     closed: AtomicBool,
-    bg_error: Mutex<Option<String>>,
+    bg_error: Mutex<Option<Arc<Error>>>,
     has_index: AtomicBool,
     counters: Counters,
     /// Whether recent values compressed (lz4 is skipped while they do not).
@@ -574,8 +574,8 @@ impl Inner {
         let mut g = self.bg_error.lock();
         if g.is_none() {
             *g = Some(match e {
-                Error::Background(m) => m.clone(),
-                e => e.to_string(),
+                Error::Background(cause) => cause.clone(),
+                e => Arc::new(e.duplicate()),
             });
         }
         drop(g);
@@ -948,11 +948,11 @@ impl Store {
     /// in flight. Takes no lock a writer holds.
     pub fn health(&self) -> (Health, Duration) {
         let stalled = self.inner.io.stalled();
-        if let Some(reason) = self.inner.bg_error.lock().clone() {
+        if let Some(cause) = self.inner.bg_error.lock().clone() {
             let cut_pending = self.inner.cut_pending.lock().is_some();
             return (
                 Health::Poisoned {
-                    reason,
+                    reason: cause.to_string(),
                     cut_pending,
                 },
                 stalled,

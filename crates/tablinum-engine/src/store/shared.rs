@@ -452,7 +452,10 @@ impl Inner {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic".into());
-                self.fail_background(&Error::Background(format!("{what} panicked: {msg}")));
+                self.fail_background(&Error::Panicked {
+                    what: what.to_string(),
+                    message: msg,
+                });
             }
         }
     }
