@@ -116,7 +116,8 @@ enum Command {
     /// Put one object: `tablinum put TABLE KEY [VALUE]`; the value comes
     /// from VALUE, --file, or standard input.
     Put(Remote<verbs::PutArgs>),
-    /// Get one object's value as raw bytes (exit 1 when absent).
+    /// Get one object's value as raw bytes, or many keys' values as rows
+    /// (exit 1 when any is absent).
     Get(Remote<verbs::GetArgs>),
     /// Show one object's metadata without reading its value (exit 1 when
     /// absent).

@@ -49,7 +49,8 @@ pub enum Verb {
     /// Put one object: `put TABLE KEY [VALUE]`; the value comes from
     /// VALUE, --file, or standard input.
     Put(PutArgs),
-    /// Get one object's value as raw bytes (exit 1 when absent).
+    /// Get one object's value as raw bytes, or many keys' values as rows
+    /// (exit 1 when any is absent).
     Get(GetArgs),
     /// Show one object's metadata without reading its value (exit 1 when
     /// absent).
@@ -507,19 +508,51 @@ fn put(s: &mut Session, a: PutArgs) -> anyhow::Result<()> {
 pub struct GetArgs {
     /// Table name.
     pub table: String,
-    /// Key.
-    pub key: String,
-    /// Write the value to this file instead of standard output.
+    /// Keys: one prints its value as raw bytes; more (or `--keys-from`)
+    /// read them all in one call per server and print a row per key
+    /// (key, found, value) in the order given.
+    #[arg(required_unless_present = "keys_from")]
+    pub keys: Vec<String>,
+    /// Read the keys from this file, one per line (`-`: standard input),
+    /// after any given as arguments.
+    #[arg(long, value_name = "FILE")]
+    pub keys_from: Option<PathBuf>,
+    /// Write the value to this file instead of standard output (one key
+    /// only).
     #[arg(long, short = 'f')]
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub read: PointArgs,
+    #[command(flatten)]
+    pub output: OutputArg,
 }
 
-fn get(s: &mut Session, a: GetArgs) -> anyhow::Result<Outcome> {
+/// Most keys `get --keys-from` reads from one file.
+const GET_KEYS_MAX: usize = 1_000_000;
+
+fn get(s: &mut Session, mut a: GetArgs) -> anyhow::Result<Outcome> {
+    if let Some(path) = &a.keys_from {
+        let text = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin()).context("reading keys from standard input")?
+        } else {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --keys-from {}", path.display()))?
+        };
+        a.keys
+            .extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        anyhow::ensure!(
+            a.keys.len() <= GET_KEYS_MAX,
+            "--keys-from names {} keys; at most {GET_KEYS_MAX} are read at once",
+            a.keys.len()
+        );
+    }
+    if a.keys.len() != 1 || a.keys_from.is_some() {
+        return get_many(s, &a);
+    }
+    let key = &a.keys[0];
     let (c, consistency) = a.read.read.open(s)?;
-    let read = c.get_with(&a.table, a.key.as_bytes(), &consistency)?;
-    let Some(v) = a.read.found(&a.key, read) else {
+    let read = c.get_with(&a.table, key.as_bytes(), &consistency)?;
+    let Some(v) = a.read.found(key, read) else {
         return Ok(Outcome::NotFound);
     };
     match &a.file {
@@ -538,6 +571,49 @@ fn get(s: &mut Session, a: GetArgs) -> anyhow::Result<Outcome> {
         }
     }
     Ok(Outcome::Done)
+}
+
+/// `get TABLE K1 K2 …`: every key in one `GetMany` per server, a row per
+/// key in the order given; exit 1 when any key is absent or failed.
+fn get_many(s: &mut Session, a: &GetArgs) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        a.file.is_none(),
+        "--file takes one key; {} were given",
+        a.keys.len()
+    );
+    if a.read.read.consistency != "immediate" {
+        usage!(
+            "reading many keys at once is done on tablet servers: use --consistency \
+             immediate, or one key per call"
+        );
+    }
+    let (c, _) = a.read.read.open(s)?;
+    let keys: Vec<Vec<u8>> = a.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+    let reads = c.get_many(&a.table, &keys)?;
+    let mut w = RowWriter::stdout(a.output.format, &["key", "found", "value"]);
+    let mut all = true;
+    for (k, r) in keys.iter().zip(&reads) {
+        match r {
+            tablinum_client::KeyRead::Found(v) => {
+                w.row(&[Field::Bytes(k), Field::Text("yes"), Field::Bytes(v)])?
+            }
+            tablinum_client::KeyRead::Absent => {
+                all = false;
+                w.row(&[Field::Bytes(k), Field::Text("no"), Field::Bytes(b"")])?
+            }
+            tablinum_client::KeyRead::Failed(e) => {
+                all = false;
+                eprintln!("{}: {e}", crate::output::escape(k));
+                w.row(&[Field::Bytes(k), Field::Text("error"), Field::Bytes(b"")])?
+            }
+        }
+    }
+    w.finish()?;
+    Ok(if all {
+        Outcome::Done
+    } else {
+        Outcome::NotFound
+    })
 }
 
 /// `head TABLE KEY`.

@@ -108,6 +108,23 @@ fn exit_codes_and_hints_name_the_mistake() {
     assert_eq!(r.code, 1, "absent key: {}", r.err);
     assert!(r.err.contains("not found: absent"), "{}", r.err);
     assert_eq!(u.run(&["head", "t", "absent"], b"").code, 1);
+    // Many keys: a row per key in the order given (keys from arguments,
+    // then from standard input), exit 1 when any is absent.
+    u.ok(&["put", "t", "z", "last"]);
+    let r = u.run(
+        &["get", "t", "z", "absent", "--keys-from", "-", "-o", "tsv"],
+        b"k\n",
+    );
+    assert_eq!(r.code, 1, "an absent key among many: {}", r.err);
+    assert_eq!(
+        r.out(),
+        "key\tfound\tvalue\nz\tyes\tlast\nabsent\tno\t\nk\tyes\tv\n",
+        "{}",
+        r.err
+    );
+    assert_eq!(u.run(&["get", "t", "k", "z", "-o", "json"], b"").code, 0);
+    let r = u.run(&["get", "t", "k", "z", "--consistency", "eventual"], b"");
+    assert_eq!(r.code, 2, "many keys are read immediate: {}", r.err);
     let r = u.run(&["get", "t"], b"");
     assert_eq!(r.code, 2, "usage: {}", r.err);
     let r = u.run(&["scan", "t", "--busy-timeout-ms", "5"], b"");

@@ -330,6 +330,17 @@ impl Query {
     }
 }
 
+/// One key's answer of a [`AsyncClient::get_many`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRead {
+    /// The key holds this value.
+    Found(Vec<u8>),
+    /// The key holds nothing.
+    Absent,
+    /// Reading this key failed (the others are not affected).
+    Failed(Error),
+}
+
 /// One row of a query result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryRow {
@@ -888,6 +899,121 @@ impl AsyncClient {
     /// Reads one object's value (on its tablet server).
     pub async fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.get_with(table, key, &Consistency::Immediate).await?.0)
+    }
+
+    /// Reads many keys of `table` at once: the keys are binned by the
+    /// tablet server holding each, one `GetMany` per server (at most
+    /// `GET_MANY_KEYS_MAX` keys each), all servers at once. The answers
+    /// come back in request order, each key found, absent or failed on its
+    /// own; keys that fail with a retryable reason (their tablet moved,
+    /// is opening, the connection broke) are asked again after the
+    /// locations are refreshed, until the retry deadline.
+    pub async fn get_many(&self, table: &str, keys: &[Vec<u8>]) -> Result<Vec<KeyRead>> {
+        let mut out: Vec<Option<KeyRead>> = vec![None; keys.len()];
+        let mut pending: Vec<usize> = (0..keys.len()).collect();
+        let mut last: Option<Status> = None;
+        let mut b = Backoff::new(&self.inner.cfg);
+        let mut refresh = false;
+        while !pending.is_empty() {
+            let loc = self.locations(table, refresh).await?;
+            let mut bins: Vec<(&str, Vec<usize>)> = Vec::new();
+            let mut again: Vec<usize> = Vec::new();
+            for &i in &pending {
+                let Some(t) = loc.tablets.get(loc.tablet_for(&keys[i])) else {
+                    return Err(Error::Server(format!("table {table} has no tablets")));
+                };
+                if t.server.is_empty() {
+                    last = Some(Status::unavailable(format!(
+                        "tablet {} of {table} is not assigned yet",
+                        t.id
+                    )));
+                    again.push(i);
+                    continue;
+                }
+                match bins.iter_mut().find(|(s, v)| {
+                    *s == t.server.as_str() && v.len() < tablinum_proto::GET_MANY_KEYS_MAX
+                }) {
+                    Some((_, v)) => v.push(i),
+                    None => bins.push((t.server.as_str(), vec![i])),
+                }
+            }
+            let mut calls = tokio::task::JoinSet::new();
+            for (server, idx) in bins {
+                let mut c = self.tserver(server)?;
+                let req = v1::GetManyRequest {
+                    table: table.to_string(),
+                    table_id: loc.table.id,
+                    keys: idx.iter().map(|&i| keys[i].clone()).collect(),
+                };
+                calls.spawn(async move { (idx, c.get_many(req).await) });
+            }
+            let mut full = false;
+            while let Some(done) = calls.join_next().await {
+                let (idx, answer) =
+                    done.map_err(|e| Error::Server(format!("a GetMany task failed: {e}")))?;
+                match answer {
+                    Ok(resp) => {
+                        let results = resp.into_inner().results;
+                        // Keys past the last result were not read (the
+                        // answer was full): asked again at once.
+                        full |= results.len() < idx.len();
+                        again.extend(idx.iter().skip(results.len()));
+                        for (&i, r) in idx.iter().zip(results) {
+                            if r.code == 0 {
+                                out[i] = Some(if r.found {
+                                    KeyRead::Found(r.value)
+                                } else {
+                                    KeyRead::Absent
+                                });
+                                continue;
+                            }
+                            let reason = v1::ErrorReason::try_from(r.reason)
+                                .unwrap_or(v1::ErrorReason::Unspecified);
+                            let code = tonic::Code::from_i32(i32::try_from(r.code).unwrap_or(2));
+                            let st = tablinum_proto::error::status(code, reason, r.message);
+                            if error::classify(&st, error::Op::Read).retry {
+                                again.push(i);
+                                last = Some(st);
+                            } else {
+                                out[i] = Some(KeyRead::Failed(st.into()));
+                            }
+                        }
+                    }
+                    Err(st) if error::classify(&st, error::Op::Read).retry => {
+                        again.extend(idx);
+                        last = Some(st);
+                    }
+                    Err(st) => {
+                        let e = Error::from(st);
+                        for i in idx {
+                            out[i] = Some(KeyRead::Failed(e.clone()));
+                        }
+                    }
+                }
+            }
+            again.sort_unstable();
+            pending = again;
+            if pending.is_empty() {
+                break;
+            }
+            if let Some(st) = last.take() {
+                // Something failed, not merely a full answer: look the
+                // tablets up again after a backoff, or give up on them.
+                refresh = true;
+                if let Err(e) = b.wait(&st).await {
+                    for &i in &pending {
+                        out[i] = Some(KeyRead::Failed(e.clone()));
+                    }
+                    break;
+                }
+            } else if !full {
+                break;
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| KeyRead::Failed(Error::Server("not answered".into()))))
+            .collect())
     }
 
     /// Reads one object's metadata (on its tablet server).
@@ -1461,6 +1587,11 @@ impl Client {
     /// See [`AsyncClient::get`].
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.rt.block_on(self.inner.get(table, key))
+    }
+
+    /// See [`AsyncClient::get_many`].
+    pub fn get_many(&self, table: &str, keys: &[Vec<u8>]) -> Result<Vec<KeyRead>> {
+        self.rt.block_on(self.inner.get_many(table, keys))
     }
 
     /// See [`AsyncClient::head`].

@@ -40,6 +40,12 @@ pub fn served_buckets(attempt: u32, plan: u32) -> Option<(usize, usize)> {
 /// Most unacknowledged batches of one stream: the stream crate's cap,
 /// defined there once.
 pub const WINDOW_BATCHES_MAX: u32 = tablinum_stream::window::WINDOW_BATCHES_MAX;
+/// Most keys in one GetMany.
+pub const GET_MANY_KEYS_MAX: usize = 10_000;
+/// A GetMany answer stops before a value that would take its values past
+/// this many bytes (the keys after it are left for the caller to ask
+/// again); the first value always goes, as a lone Get's would.
+pub const GET_MANY_RESPONSE_BYTES_MAX: usize = 64 << 20;
 /// Largest gRPC message either side accepts, bytes: a 64 MiB value plus
 /// headroom for its key, metadata and terms.
 pub const GRPC_MESSAGE_BYTES_MAX: usize = 80 << 20;

@@ -506,6 +506,7 @@ pub fn call_need(path: &str) -> Option<(tablinum_auth::Need, &'static str)> {
         "ListScanServers" => (Read, "ListScanServers"),
         "ListFlows" => (Read, "ListFlows"),
         "Get" => (Read, "Get"),
+        "GetMany" => (Read, "GetMany"),
         "Head" => (Read, "Head"),
         "Scan" => (Read, "Scan"),
         "ScanMany" => (Read, "ScanMany"),

@@ -641,6 +641,16 @@ impl TabletServer for SserverService {
         }))
     }
 
+    async fn get_many(
+        &self,
+        req: Request<v1::GetManyRequest>,
+    ) -> Result<Response<v1::GetManyResponse>, Status> {
+        authorize(&req, "GetMany")?;
+        Err(self.0.refuse(Status::unimplemented(
+            "GetMany is answered by tablet servers; scan servers answer Get per key",
+        )))
+    }
+
     async fn head(
         &self,
         req: Request<v1::GetRequest>,

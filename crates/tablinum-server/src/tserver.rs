@@ -1145,6 +1145,21 @@ impl ProducerMetrics for Tserver {
     }
 }
 
+/// One key of a GetMany that failed alone with `s`.
+fn key_failed(s: &Status) -> v1::KeyResult {
+    let reason = tablinum_proto::error::Detail::of(s).map_or_else(
+        || tablinum_proto::error::reason_of_code(s.code()),
+        |d| d.reason,
+    );
+    v1::KeyResult {
+        found: false,
+        value: Vec::new(),
+        code: u32::try_from(i32::from(s.code())).unwrap_or(2),
+        message: s.message().to_string(),
+        reason: reason.into(),
+    }
+}
+
 /// A key's length within 1..=KEY_BYTES_MAX, or an error naming it.
 fn check_key(what: &str, key: &[u8]) -> Result<(), Status> {
     let max = tablinum_engine::options::KEY_BYTES_MAX;
@@ -1303,6 +1318,84 @@ impl TabletRpc for TserverService {
             Some(value) => v1::GetResponse { found: true, value },
             None => v1::GetResponse::default(),
         }))
+    }
+
+    async fn get_many(
+        &self,
+        req: Request<v1::GetManyRequest>,
+    ) -> Result<Response<v1::GetManyResponse>, Status> {
+        let ts = &self.0;
+        authorize(&req, Need::Read, "GetMany")?;
+        let req = req.into_inner();
+        ts.metrics.reads.fetch_add(1, Ordering::Relaxed);
+        let max = tablinum_proto::GET_MANY_KEYS_MAX;
+        if req.keys.is_empty() || req.keys.len() > max {
+            return Err(ts.refuse(Status::invalid_argument(format!(
+                "a GetMany has {} keys; 1..={max} are allowed (GET_MANY_KEYS_MAX)",
+                req.keys.len()
+            ))));
+        }
+        tablinum_proto::check_table_name(&req.table)
+            .map_err(|m| ts.refuse(Status::invalid_argument(m)))?;
+        let mut results: Vec<v1::KeyResult> = Vec::with_capacity(req.keys.len());
+        // The tablets read, and the results each answered: confirmed once
+        // each after the reads, as a Get confirms its one.
+        let mut read: Vec<(Arc<Tablet>, Vec<usize>)> = Vec::new();
+        let mut bytes = 0usize;
+        blocking(|| {
+            for (i, key) in req.keys.iter().enumerate() {
+                let tablet = match check_key("", key)
+                    .and_then(|()| ts.tablet_for(&req.table, req.table_id, key))
+                {
+                    Ok(t) => t,
+                    Err(s) => {
+                        results.push(key_failed(&s));
+                        continue;
+                    }
+                };
+                match tablet.store.get(key) {
+                    Ok(v) => {
+                        let n = v.as_ref().map_or(0, Vec::len);
+                        if i > 0 && bytes + n > tablinum_proto::GET_MANY_RESPONSE_BYTES_MAX {
+                            // Full: the caller asks again for the rest.
+                            break;
+                        }
+                        bytes += n;
+                        results.push(match v {
+                            Some(value) => v1::KeyResult {
+                                found: true,
+                                value,
+                                ..Default::default()
+                            },
+                            None => v1::KeyResult::default(),
+                        });
+                        match read.iter_mut().find(|(t, _)| Arc::ptr_eq(t, &tablet)) {
+                            Some((_, at)) => at.push(i),
+                            None => read.push((tablet, vec![i])),
+                        }
+                    }
+                    Err(e) => results.push(key_failed(&ts.fenced(&tablet, e))),
+                }
+            }
+        });
+        let mut rows = 0u64;
+        for (tablet, at) in read {
+            match ts.confirm_read(&tablet) {
+                Ok(()) => {
+                    rows += at.len() as u64;
+                    tablet
+                        .rows_read
+                        .fetch_add(at.len() as u64, Ordering::Relaxed);
+                }
+                Err(s) => {
+                    for i in at {
+                        results[i] = key_failed(&s);
+                    }
+                }
+            }
+        }
+        ts.metrics.rows_read.fetch_add(rows, Ordering::Relaxed);
+        Ok(Response::new(v1::GetManyResponse { results }))
     }
 
     async fn head(
