@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut};
@@ -20,7 +20,7 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::{Code, Status};
 
-use common::{client_as, spawn_with_endpoints, xorshift, Procs, BIN};
+use common::{client_as, spawn_up_with, up_admin, xorshift, Procs};
 
 /// Malformed bodies sent to each RPC.
 const BODIES_PER_RPC: u64 = 40;
@@ -128,6 +128,17 @@ fn with_auth<M>(mut r: tonic::Request<M>, auth: Option<&str>) -> tonic::Request<
     r
 }
 
+/// How a response stream ends once read to its end: OK, or its error.
+async fn drained(mut s: tonic::Streaming<Vec<u8>>) -> Status {
+    loop {
+        match s.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => return Status::ok(""),
+            Err(e) => return e,
+        }
+    }
+}
+
 /// Calls `rpc` with one `body` over `transport`; the status it ends with
 /// (OK when it answered without one within the bound).
 async fn call<T>(transport: T, rpc: &Rpc, body: Vec<u8>, auth: Option<&str>) -> Status
@@ -146,31 +157,13 @@ where
             let req = with_auth(tonic::Request::new(tokio_stream::once(body)), auth);
             match g.streaming(req, rpc.path(), Raw).await {
                 Err(s) => s,
-                Ok(r) => {
-                    let mut s = r.into_inner();
-                    loop {
-                        match s.message().await {
-                            Ok(Some(_)) => continue,
-                            Ok(None) => return Status::ok(""),
-                            Err(e) => return e,
-                        }
-                    }
-                }
+                Ok(r) => drained(r.into_inner()).await,
             }
         } else if rpc.server_streams {
             let req = with_auth(tonic::Request::new(body), auth);
             match g.server_streaming(req, rpc.path(), Raw).await {
                 Err(s) => s,
-                Ok(r) => {
-                    let mut s = r.into_inner();
-                    loop {
-                        match s.message().await {
-                            Ok(Some(_)) => continue,
-                            Ok(None) => return Status::ok(""),
-                            Err(e) => return e,
-                        }
-                    }
-                }
+                Ok(r) => drained(r.into_inner()).await,
             }
         } else {
             let req = with_auth(tonic::Request::new(body), auth);
@@ -261,25 +254,13 @@ fn outsiders_forgers_readers_and_malformed_bodies_never_break_a_real_server() {
     let data = dir.path().join("data");
     let home = dir.path().join("home");
     let log = dir.path().join("up.log");
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "up",
-        "--listen",
-        "127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--data",
-    ])
-    .arg(&data)
-    .env("XDG_CONFIG_HOME", &home)
-    .env("RUST_BACKTRACE", "1")
-    .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
-    let (child, addr, _) = spawn_with_endpoints(cmd, "tablinum up");
+    let (child, addr, _) = spawn_up_with(
+        &data,
+        &home,
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
     let mut procs = Procs(vec![child]);
-    let creds = home.join("tablinum").join("credentials");
-    let admin = tablinum_auth::files::lookup_credentials(&creds, &addr)
-        .unwrap()
-        .unwrap();
+    let admin = up_admin(&home, &addr);
     let client = client_as(&addr, &admin);
     client
         .create_table("kept", Split::Even(2), Durability::Sync)

@@ -18,7 +18,10 @@ use tablinum_client::{Credential, Durability, Query, Split};
 
 mod common;
 
-use common::{client_as, spawn_role, spawn_up, start_processes, wait_until, Procs, BIN};
+use common::{
+    client_as, metrics_page, spawn_role, spawn_up, start_processes, up_admin, wait_until, Procs,
+    BIN,
+};
 
 /// Runs the CLI with `home` as its XDG_CONFIG_HOME (where the credentials
 /// file lives) and no TABLINUM_TOKEN.
@@ -274,9 +277,7 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
         let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let admin = tablinum_auth::files::lookup_credentials(&creds, &addr)
-        .unwrap()
-        .expect("no credentials entry for the cluster");
+    let admin = up_admin(&home, &addr);
     let (ok, out, err) = cli(&home, &addr, &["table", "create", "demo", "--tablets", "4"]);
     assert!(ok, "{out}{err}");
     for (k, v) in [("b", "2"), ("a", "1"), ("zz", "3")] {
@@ -318,18 +319,7 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
     );
     assert!(!ok && err.contains("nope"), "{err}");
     // The status page and metrics of the embedded cluster.
-    let metrics_req = format!(
-        "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
-        admin.expose()
-    );
-    let page = {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&http).unwrap();
-        s.write_all(metrics_req.as_bytes()).unwrap();
-        let mut o = String::new();
-        s.read_to_string(&mut o).unwrap();
-        o
-    };
+    let page = metrics_page(&http, &admin);
     assert!(
         page.contains("tablinum_tserver_rows_written_total 3"),
         "{page}"
@@ -349,12 +339,8 @@ fn up_runs_an_embedded_cluster_that_keeps_its_data_across_restarts() {
         .collect();
     c.write_routed("large", muts).unwrap();
     let rows_read = || {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&http).unwrap();
-        s.write_all(metrics_req.as_bytes()).unwrap();
-        let mut o = String::new();
-        s.read_to_string(&mut o).unwrap();
-        o.lines()
+        metrics_page(&http, &admin)
+            .lines()
             .find_map(|l| l.strip_prefix("tablinum_tserver_rows_read_total "))
             .and_then(|v| v.trim().parse::<f64>().ok())
             .unwrap()
@@ -769,10 +755,7 @@ fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
     let (child, addr, http) = spawn_up(&data, &home);
     let pid = child.id();
     let _procs = Procs(vec![child]);
-    let creds = home.join("tablinum").join("credentials");
-    let admin = tablinum_auth::files::lookup_credentials(&creds, &addr)
-        .unwrap()
-        .unwrap();
+    let admin = up_admin(&home, &addr);
     let client = client_as(&addr, &admin);
     client
         .create_table("big", Split::Even(4), Durability::Nosync)
@@ -829,24 +812,11 @@ fn stalled_queries_from_one_read_token_keep_a_servers_memory_bounded() {
     // Let every admitted Query produce all it may.
     std::thread::sleep(Duration::from_secs(3));
     let after = rss_bytes(pid);
-    let in_flight = {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&http).unwrap();
-        s.write_all(
-            format!(
-                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
-                admin.expose()
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        let mut o = String::new();
-        s.read_to_string(&mut o).unwrap();
-        o.lines()
-            .find_map(|l| l.strip_prefix("tablinum_tserver_scan_bytes_in_flight "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap() as u64
-    };
+    let in_flight = metrics_page(&http, &admin)
+        .lines()
+        .find_map(|l| l.strip_prefix("tablinum_tserver_scan_bytes_in_flight "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap() as u64;
     let grew = after.saturating_sub(before);
     eprintln!(
         "scan bytes in flight {} MiB; resident memory {} MiB before, {} MiB with 8 stalled \

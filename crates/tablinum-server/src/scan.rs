@@ -259,7 +259,7 @@ impl Credits {
             Budgets::Open
         };
         match &self.caller {
-            Some(c) => server.and(Budgets::of(c.used(), c.max)),
+            Some(c) => server.max(Budgets::of(c.used(), c.max)),
             None => server,
         }
     }

@@ -73,8 +73,9 @@ pub enum Take {
 }
 
 /// What the byte budgets a stream draws from besides its own (its
-/// server's, its caller's) allow now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// server's, its caller's) allow now, from the most to the least; the
+/// stricter of two is their `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Budgets {
     /// Room left: batches go out within the stream's own limit.
     Open,
@@ -100,20 +101,6 @@ impl Budgets {
             Budgets::Spent
         } else {
             Budgets::Open
-        }
-    }
-
-    /// The stricter of two.
-    pub fn and(self, other: Budgets) -> Budgets {
-        let rank = |b: Budgets| match b {
-            Budgets::Open => 0,
-            Budgets::Spent => 1,
-            Budgets::Exhausted => 2,
-        };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
         }
     }
 }
@@ -504,7 +491,7 @@ mod tests {
         ));
         assert_eq!(Budgets::of(10, 10), Budgets::Spent);
         assert_eq!(Budgets::of(20, 10), Budgets::Exhausted);
-        assert_eq!(Budgets::Open.and(Budgets::Spent), Budgets::Spent);
+        assert_eq!(Budgets::Open.max(Budgets::Spent), Budgets::Spent);
     }
 
     #[test]

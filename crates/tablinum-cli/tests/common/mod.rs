@@ -64,6 +64,11 @@ pub fn spawn_role(role: &str, config: &Path) -> (Child, String) {
 /// Starts `tablinum up` on free ports with `home` as its XDG_CONFIG_HOME;
 /// returns it with its gRPC and HTTP addresses.
 pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
+    spawn_up_with(data, home, Stdio::inherit())
+}
+
+/// [`spawn_up`] with the process's standard error sent to `stderr`.
+pub fn spawn_up_with(data: &Path, home: &Path, stderr: Stdio) -> (Child, String, String) {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "up",
@@ -75,8 +80,33 @@ pub fn spawn_up(data: &Path, home: &Path) -> (Child, String, String) {
     ])
     .arg(data)
     .env("XDG_CONFIG_HOME", home)
-    .stderr(Stdio::inherit());
+    .stderr(stderr);
     spawn_with_endpoints(cmd, "tablinum up")
+}
+
+/// The admin token `tablinum up` at `addr` saved in `home`'s credentials
+/// file.
+pub fn up_admin(home: &Path, addr: &str) -> Credential {
+    let creds = home.join("tablinum").join("credentials");
+    tablinum_auth::files::lookup_credentials(&creds, addr)
+        .unwrap()
+        .expect("no credentials entry for the cluster")
+}
+
+/// The `/metrics` page at `http`, fetched with `cred`.
+pub fn metrics_page(http: &str, cred: &Credential) -> String {
+    let mut s = std::net::TcpStream::connect(http).unwrap();
+    s.write_all(
+        format!(
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            cred.expose()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut o = String::new();
+    std::io::Read::read_to_string(&mut s, &mut o).unwrap();
+    o
 }
 
 /// A xorshift generator of numbers below `n`, deterministic by `seed`
